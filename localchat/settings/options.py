@@ -1,0 +1,340 @@
+"""Every user option, declared once: name, type, default, bounds or choices, description.
+
+The settings dialog is generated from ``OPTIONS``; the TOML file, the services
+and the request builder all look options up here by name, so adding an option
+means adding one ``Option`` below and nothing else. ``section`` groups options
+in the dialog and names the TOML table they are written to.
+
+Option names are flat and unique across sections (``draft_tokens``, not
+``speculation.draft_tokens``) so code can say ``settings.get_int("draft_tokens")``
+without knowing where the dialog shows it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+Value = bool | int | float | str
+PathKind = Literal["", "file", "folder"]
+
+
+class InvalidValueError(ValueError):
+    """A value does not fit its option; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting.
+
+    ``type`` is one of bool, int, float, str. ``minimum``/``maximum`` bound numbers
+    (inclusive); ``choices`` lists the allowed strings with a label for each.
+    ``needs_restart`` means the new value takes effect when the engine next loads
+    a model (the UI says so). ``visible`` is False for state the app remembers by
+    itself (last model, window geometry), which the dialog does not show.
+    ``path_kind`` tells the dialog to offer a file or folder chooser.
+    """
+
+    name: str
+    type: type[bool] | type[int] | type[float] | type[str]
+    default: Value
+    label: str
+    description: str
+    section: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[tuple[str, str], ...] = ()  # (value, label)
+    step: float | None = None  # for spin boxes
+    needs_restart: bool = False
+    visible: bool = True
+    path_kind: PathKind = ""
+
+    @property
+    def choice_values(self) -> tuple[str, ...]:
+        return tuple(value for value, _ in self.choices)
+
+    def validate(self, value: object) -> Value:
+        """Return ``value`` converted to this option's type, or raise InvalidValueError.
+
+        Integers are accepted for float options (TOML writes ``1`` for ``1.0``);
+        nothing else is converted, so a quoted number in the file is an error
+        the user hears about rather than a silent guess.
+        """
+        checked: Value
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise InvalidValueError(f"{self.name} must be true or false, not {value!r}")
+            checked = value
+        elif self.type is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidValueError(f"{self.name} must be a whole number, not {value!r}")
+            checked = value
+        elif self.type is float:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidValueError(f"{self.name} must be a number, not {value!r}")
+            checked = float(value)
+            if not math.isfinite(checked):
+                raise InvalidValueError(f"{self.name} must be a finite number, not {value!r}")
+        else:
+            if not isinstance(value, str):
+                raise InvalidValueError(f"{self.name} must be text, not {value!r}")
+            checked = value
+            if self.choices and checked not in self.choice_values:
+                allowed = ", ".join(self.choice_values)
+                raise InvalidValueError(f"{self.name} must be one of {allowed}, not {value!r}")
+        if isinstance(checked, int | float) and not isinstance(checked, bool):
+            if self.minimum is not None and checked < self.minimum:
+                raise InvalidValueError(
+                    f"{self.name} must be at least {_fmt(self.minimum)}, not {_fmt(checked)}"
+                )
+            if self.maximum is not None and checked > self.maximum:
+                raise InvalidValueError(
+                    f"{self.name} must be at most {_fmt(self.maximum)}, not {_fmt(checked)}"
+                )
+        return checked
+
+
+def _fmt(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else str(number)
+
+
+SPECULATION = "Speculation"
+SAMPLING = "Sampling"
+ENGINE = "Engine"
+APPEARANCE = "Appearance"
+STATE = "State"
+
+OPTIONS: tuple[Option, ...] = (
+    # Speculation
+    Option(
+        "speculation",
+        bool,
+        True,
+        "Speculative decoding",
+        "Let a small drafter propose tokens that the model checks in one pass; "
+        "the reply is the same, usually faster.",
+        SPECULATION,
+    ),
+    Option(
+        "drafter",
+        str,
+        "auto",
+        "Drafter",
+        "Where draft tokens come from: automatic (the paired draft model, or n-gram lookup "
+        "when the chat repeats itself), a draft model, n-gram lookup only, or none.",
+        SPECULATION,
+        choices=(
+            ("auto", "Automatic"),
+            ("model", "Draft model"),
+            ("ngram", "N-gram lookup (no model)"),
+            ("none", "None"),
+        ),
+        needs_restart=True,
+    ),
+    Option(
+        "draft_model_path",
+        str,
+        "",
+        "Draft model file",
+        "A specific draft model (GGUF) to use; empty means the drafter paired with the model in the catalog.",
+        SPECULATION,
+        needs_restart=True,
+        path_kind="file",
+    ),
+    Option(
+        "draft_tokens",
+        int,
+        4,
+        "Draft tokens",
+        "How many tokens the drafter proposes per step (the starting length when adaptive is on).",
+        SPECULATION,
+        minimum=1,
+        maximum=16,
+        step=1,
+    ),
+    Option(
+        "adaptive",
+        bool,
+        True,
+        "Adaptive speculation",
+        "Adjust the draft length to how often drafts are accepted, and pause speculation "
+        "while it is slower than plain decoding.",
+        SPECULATION,
+    ),
+    # Sampling
+    Option(
+        "temperature",
+        float,
+        0.7,
+        "Temperature",
+        "Randomness of the reply; 0 always picks the most likely token.",
+        SAMPLING,
+        minimum=0.0,
+        maximum=2.0,
+        step=0.05,
+    ),
+    Option(
+        "top_k",
+        int,
+        40,
+        "Top-k",
+        "Sample only from the k most likely tokens; 0 turns this off.",
+        SAMPLING,
+        minimum=0,
+        maximum=1000,
+        step=1,
+    ),
+    Option(
+        "top_p",
+        float,
+        0.95,
+        "Top-p",
+        "Sample only from the most likely tokens whose probabilities add up to p; 1 turns this off.",
+        SAMPLING,
+        minimum=0.0,
+        maximum=1.0,
+        step=0.01,
+    ),
+    Option(
+        "min_p",
+        float,
+        0.05,
+        "Min-p",
+        "Leave out tokens less likely than this share of the most likely one; 0 turns this off.",
+        SAMPLING,
+        minimum=0.0,
+        maximum=1.0,
+        step=0.01,
+    ),
+    Option(
+        "repeat_penalty",
+        float,
+        1.0,
+        "Repeat penalty",
+        "Make recently used tokens less likely; 1 turns this off.",
+        SAMPLING,
+        minimum=1.0,
+        maximum=2.0,
+        step=0.01,
+    ),
+    # Engine
+    Option(
+        "context_length",
+        int,
+        4096,
+        "Context length",
+        "How many tokens of the conversation the model sees; longer uses more memory.",
+        ENGINE,
+        minimum=512,
+        maximum=131072,
+        step=512,
+        needs_restart=True,
+    ),
+    Option(
+        "threads",
+        int,
+        0,
+        "Threads",
+        "CPU threads for inference; 0 uses one per physical core.",
+        ENGINE,
+        minimum=0,
+        maximum=256,
+        step=1,
+        needs_restart=True,
+    ),
+    Option(
+        "gpu_layers",
+        int,
+        -1,
+        "GPU layers",
+        "Model layers to run on the GPU when there is one; -1 offloads all of them, 0 none.",
+        ENGINE,
+        minimum=-1,
+        maximum=1000,
+        step=1,
+        needs_restart=True,
+    ),
+    Option(
+        "models_folder",
+        str,
+        "",
+        "Models folder",
+        "Where downloaded and imported models are kept; empty means the app's data folder.",
+        ENGINE,
+        path_kind="folder",
+    ),
+    # Appearance
+    Option(
+        "colour_accepted_tokens",
+        bool,
+        False,
+        "Colour accepted draft tokens",
+        "Show the tokens that came from accepted drafts in a different colour.",
+        APPEARANCE,
+    ),
+    Option(
+        "theme_follows_system",
+        bool,
+        True,
+        "Follow the system theme",
+        "Use the system's light or dark palette.",
+        APPEARANCE,
+    ),
+    # Remembered by the app, not shown in the dialog
+    Option(
+        "last_model_path",
+        str,
+        "",
+        "Last model",
+        "The model loaded last time, loaded again at start.",
+        STATE,
+        visible=False,
+        path_kind="file",
+    ),
+    Option(
+        "last_draft_path",
+        str,
+        "",
+        "Last draft model",
+        "The draft model loaded last time with the last model.",
+        STATE,
+        visible=False,
+        path_kind="file",
+    ),
+    Option(
+        "window_geometry",
+        str,
+        "",
+        "Window geometry",
+        "The main window's size and position (Qt's saveGeometry, base64).",
+        STATE,
+        visible=False,
+    ),
+    Option(
+        "window_state",
+        str,
+        "",
+        "Window state",
+        "The main window's splitter and dock layout (Qt's saveState, base64).",
+        STATE,
+        visible=False,
+    ),
+)
+
+OPTIONS_BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
+
+SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(option.section for option in OPTIONS))
+
+
+def option(name: str) -> Option:
+    """The option called ``name``; KeyError names it when there is none."""
+    try:
+        return OPTIONS_BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no setting called {name!r}") from None
+
+
+def section_key(section: str) -> str:
+    """The TOML table name for a section ("Speculation" -> "speculation")."""
+    return section.lower().replace(" ", "_")

@@ -1,0 +1,102 @@
+"""The current values of every option, validated against the declaration in options.py.
+
+``Settings`` is plain Python (no Qt, no file access): the services layer wraps
+it with change signals, and ``toml_file`` reads and writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from localchat.settings.options import OPTIONS, Option, Value, option
+
+
+class Settings:
+    """Values for every declared option; unset options read as their defaults.
+
+    ``extra`` holds entries of the settings file that no option here declares
+    (written by a newer version, say). They are kept and written back
+    unchanged so that opening the file with an older localchat loses nothing.
+    """
+
+    def __init__(
+        self,
+        values: Mapping[str, Value] | None = None,
+        extra: Mapping[str, Mapping[str, Value]] | None = None,
+    ) -> None:
+        self._values: dict[str, Value] = {}
+        self.extra: dict[str, dict[str, Value]] = {k: dict(v) for k, v in (extra or {}).items()}
+        for name, value in (values or {}).items():
+            self.set(name, value)
+
+    def get(self, name: str) -> Value:
+        opt = option(name)
+        return self._values.get(name, opt.default)
+
+    def get_bool(self, name: str) -> bool:
+        value = self.get(name)
+        assert isinstance(value, bool), name
+        return value
+
+    def get_int(self, name: str) -> int:
+        value = self.get(name)
+        assert isinstance(value, int) and not isinstance(value, bool), name
+        return value
+
+    def get_float(self, name: str) -> float:
+        value = self.get(name)
+        assert isinstance(value, float), name
+        return value
+
+    def get_str(self, name: str) -> str:
+        value = self.get(name)
+        assert isinstance(value, str), name
+        return value
+
+    def set(self, name: str, value: object) -> Value:
+        """Validate and store ``value``; returns the stored value.
+
+        Raises KeyError for an unknown name and InvalidValueError for a bad value
+        (the old value is kept).
+        """
+        opt = option(name)
+        checked = opt.validate(value)
+        if checked == opt.default and type(checked) is type(opt.default):
+            self._values.pop(name, None)
+        else:
+            self._values[name] = checked
+        return checked
+
+    def reset(self, name: str) -> Value:
+        """Return ``name`` to its default; returns the default."""
+        opt = option(name)
+        self._values.pop(name, None)
+        return opt.default
+
+    def is_default(self, name: str) -> bool:
+        option(name)
+        return name not in self._values
+
+    def non_defaults(self) -> dict[str, Value]:
+        """The values that differ from their defaults, in declaration order."""
+        return {opt.name: self._values[opt.name] for opt in OPTIONS if opt.name in self._values}
+
+    def as_dict(self) -> dict[str, Value]:
+        return {opt.name: self.get(opt.name) for opt in OPTIONS}
+
+    def copy(self) -> Settings:
+        return Settings(self.non_defaults(), self.extra)
+
+    def __iter__(self) -> Iterator[tuple[Option, Value]]:
+        for opt in OPTIONS:
+            yield opt, self.get(opt.name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Settings):
+            return NotImplemented
+        return self.non_defaults() == other.non_defaults() and self.extra == other.extra
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Settings({self.non_defaults()!r})"

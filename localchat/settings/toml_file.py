@@ -1,0 +1,210 @@
+"""Reading and writing settings.toml: only non-default values, one table per section.
+
+Reading never fails: an unknown key or a bad value gives a message and its
+default while the rest of the file is used; a file that is not valid TOML is
+moved aside to ``settings.toml.bad`` and the app starts with defaults. The
+messages are sentences for the user (the services layer shows and logs them).
+
+Writing uses a tiny TOML writer (the file only holds booleans, numbers and
+strings) and replaces the file atomically, so a crash mid-save leaves the old
+file, never half of a new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+
+from localchat.settings.options import (
+    OPTIONS,
+    OPTIONS_BY_NAME,
+    InvalidValueError,
+    Value,
+    section_key,
+)
+from localchat.settings.settings import Settings
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "localchat"
+FILE_NAME = "settings.toml"
+
+
+def default_config_dir() -> Path:
+    """The platform's config folder for localchat (e.g. ~/.config/localchat)."""
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+
+
+@dataclass
+class LoadResult:
+    settings: Settings
+    messages: list[str] = field(default_factory=list)  # sentences for the user, possibly empty
+
+
+class SettingsFile:
+    """settings.toml in ``config_dir`` (the platformdirs config folder by default)."""
+
+    def __init__(self, config_dir: Path | str | None = None) -> None:
+        self.dir = Path(config_dir) if config_dir is not None else default_config_dir()
+        self.path = self.dir / FILE_NAME
+        self.bad_path = self.dir / (FILE_NAME + ".bad")
+
+    def load(self) -> LoadResult:
+        """Read the file; a missing file means defaults with no message."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return LoadResult(Settings())
+        except OSError as exc:
+            msg = f"The settings file {self.path} could not be read ({exc.strerror}); using the defaults."
+            log.warning(msg)
+            return LoadResult(Settings(), [msg])
+        try:
+            document = tomllib.loads(data.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            return LoadResult(Settings(), [self._set_aside(exc)])
+        result = parse_document(document, str(self.path))
+        for message in result.messages:
+            log.warning(message)
+        return result
+
+    def save(self, settings: Settings) -> None:
+        """Write the non-default values (and unknown entries kept from the file) atomically."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        text = dump(settings)
+        fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".toml", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def _set_aside(self, exc: Exception) -> str:
+        reason = str(exc) if isinstance(exc, tomllib.TOMLDecodeError) else "it is not UTF-8 text"
+        try:
+            os.replace(self.path, self.bad_path)
+        except OSError as move_exc:
+            msg = (
+                f"The settings file {self.path} is not valid TOML ({reason}) and could not be "
+                f"moved aside ({move_exc.strerror}); using the defaults."
+            )
+        else:
+            msg = (
+                f"The settings file {self.path} is not valid TOML ({reason}); it was saved as "
+                f"{self.bad_path.name} and the defaults are used."
+            )
+        log.warning(msg)
+        return msg
+
+
+def parse_document(document: dict[str, object], source: str = FILE_NAME) -> LoadResult:
+    """Turn a parsed TOML document into Settings plus messages about what was left out.
+
+    Options are read from their section's table; a known option at the top level
+    (or in another table) is accepted too, since people edit this file by hand.
+    """
+    values: dict[str, Value] = {}
+    extra: dict[str, dict[str, Value]] = {}
+    messages: list[str] = []
+
+    def take(table: str, key: str, raw: object) -> None:
+        where = f"[{table}] {key}" if table else key
+        opt = OPTIONS_BY_NAME.get(key)
+        if opt is None:
+            if isinstance(raw, bool | int | float | str):
+                extra.setdefault(table, {})[key] = raw
+                messages.append(f"{source}: unknown setting {where} is ignored (kept in the file).")
+            else:
+                messages.append(f"{source}: unknown setting {where} is ignored.")
+            return
+        try:
+            values[key] = opt.validate(raw)
+        except InvalidValueError as exc:
+            messages.append(f"{source}: {exc}; using the default {_show(opt.default)}.")
+
+    for key, raw in document.items():
+        if isinstance(raw, dict):
+            for sub_key, sub_raw in raw.items():
+                if isinstance(sub_raw, dict):
+                    messages.append(f"{source}: unknown table [{key}.{sub_key}] is ignored.")
+                else:
+                    take(key, sub_key, sub_raw)
+        else:
+            take("", key, raw)
+    return LoadResult(Settings(values, extra), messages)
+
+
+def _show(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value) if value else "(empty)"
+    return str(value)
+
+
+def dump(settings: Settings) -> str:
+    """TOML text for the non-default values, one table per section, in declaration order."""
+    tables: dict[str, dict[str, Value]] = {}
+    non_defaults = settings.non_defaults()
+    for opt in OPTIONS:
+        if opt.name in non_defaults:
+            tables.setdefault(section_key(opt.section), {})[opt.name] = non_defaults[opt.name]
+    top: dict[str, Value] = {}
+    for table, entries in settings.extra.items():
+        target = tables.setdefault(table, {}) if table else top
+        for key, value in entries.items():
+            target.setdefault(key, value)
+    lines = ["# localchat settings: only values that differ from the defaults are written."]
+    lines += [f"{_key(k)} = {_value(v)}" for k, v in top.items()]
+    for table, entries in tables.items():
+        if not entries:
+            continue
+        lines += ["", f"[{_key(table)}]"]
+        lines += [f"{_key(k)} = {_value(v)}" for k, v in entries.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _key(key: str) -> str:
+    if key and all(c.isascii() and (c.isalnum() or c in "_-") for c in key):
+        return key
+    return _string(key)
+
+
+def _value(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)  # repr of a finite float is always valid TOML ("0.7", "1e-05")
+    return _string(value)
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _string(text: str) -> str:
+    out = []
+    for char in text:
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
