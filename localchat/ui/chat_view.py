@@ -1,0 +1,208 @@
+"""The conversation: messages rendered from Markdown, a streaming reply, copy links on code.
+
+One QTextBrowser holds the whole conversation. Finished messages are converted
+once and cached; while a reply streams only its own HTML is rebuilt, and the
+document is redrawn at most ten times a second.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
+from PySide6.QtWidgets import QTextBrowser, QWidget
+
+from localchat.ui.markdown_render import Colors, render_message
+
+log = logging.getLogger(__name__)
+
+REDRAW_MS = 100
+
+
+@dataclass(frozen=True)
+class DisplayMessage:
+    role: str  # "user" | "assistant" | "notice"
+    content: str
+    footer: str = ""  # e.g. the reply's speed, or why it stopped
+
+
+def palette_colors(palette: QPalette) -> Colors:
+    base = palette.color(QPalette.ColorRole.Base)
+    text = palette.color(QPalette.ColorRole.Text)
+    dark = base.lightness() < 128
+    code_bg = base.lighter(135) if dark else base.darker(106)
+    user_bg = base.lighter(120) if dark else base.darker(103)
+    muted = palette.color(QPalette.ColorRole.PlaceholderText)
+    return Colors(
+        text=text.name(),
+        muted=muted.name(),
+        code_background=code_bg.name(),
+        code_border=code_bg.darker(120).name() if not dark else code_bg.lighter(130).name(),
+        link=palette.color(QPalette.ColorRole.Link).name(),
+        user_background=user_bg.name(),
+    )
+
+
+class ChatView(QTextBrowser):
+    """Read-only view of one conversation."""
+
+    code_copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chat_view")
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self._messages: list[DisplayMessage] = []
+        self._cache: dict[int, tuple[DisplayMessage, str, list[str]]] = {}
+        self._streaming: str | None = None
+        self._streaming_label = ""
+        self._code_blocks: list[str] = []
+        self._colors = palette_colors(self.palette())
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(REDRAW_MS)
+        self._placeholder = ""
+        self._connect_signals()
+
+    def _connect_signals(self) -> None:
+        self.anchorClicked.connect(self._on_chat_view_anchor_clicked)
+        self._redraw_timer.timeout.connect(self._on_redraw_timer_timeout)
+
+    # -- content ----------------------------------------------------------------------
+
+    @property
+    def code_blocks(self) -> list[str]:
+        return list(self._code_blocks)
+
+    @property
+    def streaming_text(self) -> str | None:
+        return self._streaming
+
+    def set_placeholder(self, text: str) -> None:
+        self._placeholder = text
+        self.redraw()
+
+    def set_messages(self, messages: Sequence[DisplayMessage]) -> None:
+        self._messages = list(messages)
+        self._cache.clear()
+        self._streaming = None
+        self.redraw()
+        self._scroll_to_end()
+
+    def add_message(self, message: DisplayMessage) -> None:
+        self._messages.append(message)
+        self.redraw()
+        self._scroll_to_end()
+
+    def begin_reply(self, label: str = "Assistant") -> None:
+        self._streaming = ""
+        self._streaming_label = label
+        self.redraw()
+        self._scroll_to_end()
+
+    def append_reply(self, text: str) -> None:
+        if self._streaming is None:
+            self.begin_reply()
+        self._streaming = (self._streaming or "") + text
+        if not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+
+    def end_reply(self, footer: str = "") -> str:
+        """Turn the streaming reply into a finished message and return its text."""
+        text = self._streaming or ""
+        self._streaming = None
+        self._redraw_timer.stop()
+        if text or footer:
+            self._messages.append(DisplayMessage("assistant", text, footer))
+        self.redraw()
+        self._scroll_to_end()
+        return text
+
+    # -- drawing ----------------------------------------------------------------------
+
+    def _message_html(self, index: int, message: DisplayMessage) -> str:
+        cached = self._cache.get(index)
+        if cached is not None and cached[0] == message:
+            self._code_blocks.extend(cached[2])
+            return cached[1]
+        blocks: list[str] = []
+        html_text = self._render(message, blocks)
+        self._cache[index] = (message, html_text, blocks)
+        self._code_blocks.extend(blocks)
+        return html_text
+
+    def _render(self, message: DisplayMessage, blocks: list[str], label: str = "") -> str:
+        c = self._colors
+        if message.role == "notice":
+            return f'<p style="color:{c.muted};"><i>{html.escape(message.content)}</i></p>'
+        who = "You" if message.role == "user" else (label or "Assistant")
+        body = render_message(message.content, c, blocks, plain=message.role == "user")
+        footer = (
+            f'<p style="color:{c.muted}; font-size:small;">{html.escape(message.footer)}</p>'
+            if message.footer
+            else ""
+        )
+        head = f'<p style="margin-top:14px; margin-bottom:2px;"><b>{who}</b></p>'
+        if message.role == "user":
+            return (
+                f'{head}<table width="100%" cellpadding="8" cellspacing="0" '
+                f'bgcolor="{c.user_background}"><tr><td>{body}</td></tr></table>{footer}'
+            )
+        return f"{head}{body}{footer}"
+
+    def redraw(self) -> None:
+        at_end = self._at_end()
+        self._code_blocks = []
+        parts = [self._message_html(i, m) for i, m in enumerate(self._messages)]
+        if self._streaming is not None:
+            shown = self._streaming or "…"
+            parts.append(
+                self._render(DisplayMessage("assistant", shown), self._code_blocks, self._streaming_label)
+            )
+        if not parts and self._placeholder:
+            parts.append(
+                f'<p align="center" style="color:{self._colors.muted};">{html.escape(self._placeholder)}</p>'
+            )
+        scroll = self.verticalScrollBar().value()
+        self.setHtml(f'<div style="color:{self._colors.text};">{"".join(parts)}</div>')
+        if at_end:
+            self._scroll_to_end()
+        else:
+            self.verticalScrollBar().setValue(scroll)
+
+    def _at_end(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 4
+
+    def _scroll_to_end(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange:
+            self._colors = palette_colors(self.palette())
+            self._cache.clear()
+            self.redraw()
+        super().changeEvent(event)
+
+    # -- slots ------------------------------------------------------------------------
+
+    def _on_redraw_timer_timeout(self) -> None:
+        self.redraw()
+
+    def _on_chat_view_anchor_clicked(self, url: QUrl) -> None:
+        if url.scheme() == "copy":
+            try:
+                code = self._code_blocks[int(url.path())]
+            except (ValueError, IndexError):
+                log.warning("unknown code block link %s", url.toString())
+                return
+            QGuiApplication.clipboard().setText(code)
+            self.code_copied.emit(code)
+        elif url.scheme() in ("http", "https"):
+            QDesktopServices.openUrl(url)

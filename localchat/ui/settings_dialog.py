@@ -1,0 +1,199 @@
+"""The settings dialog, generated from the one declaration of every option.
+
+Nothing here names an option: each visible ``Option`` becomes a row in its
+section's tab, with an editor chosen by its type (check box, spin box, choice
+list, text or path field), its bounds, its description as help text, and a
+note when it takes effect only at the next model load.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from localchat.settings.options import Option, Value
+
+log = logging.getLogger(__name__)
+
+Getter = Callable[[], Value]
+Setter = Callable[[Value], None]
+
+
+class PathField(QWidget):
+    """A line edit with a Browse button for file or folder options."""
+
+    def __init__(self, kind: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.kind = kind
+        self.edit = QLineEdit(self)
+        self.edit.setPlaceholderText("Default")
+        self.browse = QPushButton("Browse…", self)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.edit, 1)
+        layout.addWidget(self.browse)
+        self.browse.clicked.connect(self._on_browse_clicked)
+
+    def _on_browse_clicked(self) -> None:
+        if self.kind == "folder":
+            chosen = QFileDialog.getExistingDirectory(self, "Choose a folder", self.edit.text())
+        else:
+            chosen, _ = QFileDialog.getOpenFileName(
+                self, "Choose a file", self.edit.text(), "GGUF models (*.gguf);;All files (*)"
+            )
+        if chosen:
+            self.edit.setText(chosen)
+
+
+def _decimals(option: Option) -> int:
+    step = option.step or 0.01
+    text = f"{step:.6f}".rstrip("0")
+    return max(1, len(text.split(".")[1])) if "." in text else 1
+
+
+def make_editor(option: Option, parent: QWidget) -> tuple[QWidget, Getter, Setter]:
+    """The editor for one option and functions to read and write its value."""
+    if option.type is bool:
+        box = QCheckBox(option.label, parent)
+        return box, box.isChecked, lambda v: box.setChecked(bool(v))
+    if option.type is int:
+        spin = QSpinBox(parent)
+        spin.setRange(
+            int(option.minimum if option.minimum is not None else -(2**31)),
+            int(option.maximum if option.maximum is not None else 2**31 - 1),
+        )
+        spin.setSingleStep(int(option.step or 1))
+        return spin, spin.value, lambda v: spin.setValue(int(v))
+    if option.type is float:
+        dspin = QDoubleSpinBox(parent)
+        dspin.setDecimals(_decimals(option))
+        dspin.setRange(
+            option.minimum if option.minimum is not None else -1e9,
+            option.maximum if option.maximum is not None else 1e9,
+        )
+        dspin.setSingleStep(option.step or 0.1)
+        return dspin, dspin.value, lambda v: dspin.setValue(float(v))
+    if option.choices:
+        combo = QComboBox(parent)
+        for value, label in option.choices:
+            combo.addItem(label, value)
+
+        def set_choice(v: Value) -> None:
+            index = combo.findData(v)
+            combo.setCurrentIndex(max(index, 0))
+
+        return combo, lambda: str(combo.currentData()), set_choice
+    if option.path_kind:
+        field = PathField(option.path_kind, parent)
+        return field, field.edit.text, lambda v: field.edit.setText(str(v))
+    edit = QLineEdit(parent)
+    return edit, edit.text, lambda v: edit.setText(str(v))
+
+
+class SettingsDialog(QDialog):
+    """Edit every visible option; ``changed_values()`` gives what the user changed."""
+
+    def __init__(
+        self, options: Sequence[Option], values: Mapping[str, Value], parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("settings_dialog")
+        self.setWindowTitle("Settings")
+        self._options = [o for o in options if o.visible]
+        self._initial = {o.name: values.get(o.name, o.default) for o in self._options}
+        self._getters: dict[str, Getter] = {}
+        self._setters: dict[str, Setter] = {}
+        self.editors: dict[str, QWidget] = {}
+
+        self.tabs = QTabWidget(self)
+        for section in dict.fromkeys(o.section for o in self._options):
+            self.tabs.addTab(self._section_page([o for o in self._options if o.section == section]), section)
+
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok
+            | QDialogButtonBox.StandardButton.Cancel
+            | QDialogButtonBox.StandardButton.RestoreDefaults,
+            self,
+        )
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tabs, 1)
+        layout.addWidget(self.buttons)
+        self.resize(640, 520)
+        self._connect_signals()
+
+    def _connect_signals(self) -> None:
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        restore = self.buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
+        restore.clicked.connect(self._on_restore_defaults_clicked)
+
+    def _section_page(self, options: Sequence[Option]) -> QWidget:
+        page = QWidget()
+        form = QFormLayout(page)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+        for option in options:
+            editor, getter, setter = make_editor(option, page)
+            editor.setObjectName(f"option_{option.name}")
+            editor.setToolTip(option.description)
+            setter(self._initial[option.name])
+            self._getters[option.name] = getter
+            self._setters[option.name] = setter
+            self.editors[option.name] = editor
+            help_text = option.description
+            if option.needs_restart:
+                help_text += " Takes effect when a model is next loaded."
+            help_label = QLabel(help_text, page)
+            help_label.setWordWrap(True)
+            help_label.setObjectName(f"help_{option.name}")
+            help_label.setForegroundRole(help_label.foregroundRole())
+            font = help_label.font()
+            font.setPointSizeF(font.pointSizeF() * 0.9)
+            help_label.setFont(font)
+            help_label.setEnabled(False)  # drawn in the palette's muted colour
+            column = QWidget(page)
+            column_layout = QVBoxLayout(column)
+            column_layout.setContentsMargins(0, 0, 0, 6)
+            column_layout.setSpacing(2)
+            column_layout.addWidget(editor)
+            column_layout.addWidget(help_label)
+            form.addRow("" if option.type is bool else option.label, column)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(page)
+        return scroll
+
+    def values(self) -> dict[str, Value]:
+        return {name: getter() for name, getter in self._getters.items()}
+
+    def set_value(self, name: str, value: Value) -> None:
+        self._setters[name](value)
+
+    def changed_values(self) -> dict[str, Value]:
+        return {name: value for name, value in self.values().items() if value != self._initial[name]}
+
+    def _on_restore_defaults_clicked(self) -> None:
+        for option in self._options:
+            self._setters[option.name](option.default)

@@ -1,0 +1,109 @@
+"""The conversation list: new, rename (double-click or menu), delete, search."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtWidgets import (
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+ID_ROLE = Qt.ItemDataRole.UserRole
+
+
+@dataclass(frozen=True)
+class ConversationItem:
+    id: object
+    title: str
+
+
+class ConversationSidebar(QWidget):
+    new_requested = Signal()
+    conversation_selected = Signal(object)
+    rename_requested = Signal(object, str)
+    delete_requested = Signal(object)
+    search_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("sidebar")
+        self.new_button = QPushButton("New chat", self)
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.search = QLineEdit(self)
+        self.search.setPlaceholderText("Search chats")
+        self.search.setClearButtonEnabled(True)
+        self.list = QListWidget(self)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        triggers = QListWidget.EditTrigger
+        self.list.setEditTriggers(triggers.DoubleClicked | triggers.EditKeyPressed)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 0, 6)
+        layout.addWidget(self.new_button)
+        layout.addWidget(self.search)
+        layout.addWidget(self.list, 1)
+        self._filling = False
+        self._connect_signals()
+
+    def _connect_signals(self) -> None:
+        self.new_button.clicked.connect(self.new_requested)
+        self.search.textChanged.connect(self.search_changed)
+        self.list.currentItemChanged.connect(self._on_list_current_item_changed)
+        self.list.itemChanged.connect(self._on_list_item_changed)
+        self.list.customContextMenuRequested.connect(self._on_list_context_menu_requested)
+
+    def set_conversations(self, items: Sequence[ConversationItem], current: object | None) -> None:
+        self._filling = True
+        try:
+            self.list.clear()
+            for item in items:
+                row = QListWidgetItem(item.title or "New chat")
+                row.setData(ID_ROLE, item.id)
+                row.setFlags(row.flags() | Qt.ItemFlag.ItemIsEditable)
+                row.setToolTip(item.title)
+                self.list.addItem(row)
+                if item.id == current:
+                    self.list.setCurrentItem(row)
+        finally:
+            self._filling = False
+
+    def current_id(self) -> object | None:
+        item = self.list.currentItem()
+        return item.data(ID_ROLE) if item else None
+
+    def titles(self) -> list[str]:
+        return [self.list.item(i).text() for i in range(self.list.count())]
+
+    def confirm_delete(self, conversation_id: object, title: str) -> None:
+        answer = QMessageBox.question(self, "Delete chat", f"Delete “{title}”? This cannot be undone.")
+        if answer == QMessageBox.StandardButton.Yes:
+            self.delete_requested.emit(conversation_id)
+
+    def _on_list_current_item_changed(self, current: QListWidgetItem | None, _previous: object) -> None:
+        if current is not None and not self._filling:
+            self.conversation_selected.emit(current.data(ID_ROLE))
+
+    def _on_list_item_changed(self, item: QListWidgetItem) -> None:
+        if not self._filling and item.text().strip():
+            self.rename_requested.emit(item.data(ID_ROLE), item.text().strip())
+
+    def _on_list_context_menu_requested(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is None:
+            return
+        menu = QMenu(self)
+        rename = menu.addAction("Rename")
+        delete = menu.addAction("Delete")
+        chosen = menu.exec(self.list.mapToGlobal(pos))
+        if chosen is rename:
+            self.list.editItem(item)
+        elif chosen is delete:
+            self.confirm_delete(item.data(ID_ROLE), item.text())

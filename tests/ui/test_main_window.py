@@ -1,0 +1,201 @@
+"""The main window with the real settings file and chat store and a fake engine client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from localchat.app import AppParts, build_main_window
+from localchat.engine.types import FinishReason
+from tests.ui.fakes import FakeEngine
+
+
+@pytest.fixture
+def parts(qtbot, tmp_path: Path) -> AppParts:
+    parts = build_main_window(tmp_path / "config", tmp_path / "data", engine=FakeEngine())
+    qtbot.addWidget(parts.window)
+    return parts
+
+
+def loaded(parts: AppParts, tmp_path: Path) -> FakeEngine:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    parts.window.load_model(str(model))
+    engine = parts.engine
+    assert isinstance(engine, FakeEngine)
+    return engine
+
+
+def test_first_run_shows_the_welcome_panel(parts: AppParts) -> None:
+    assert parts.window.pages.currentWidget() is parts.window.welcome
+
+
+def test_send_streams_and_stores_the_reply(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    assert w.pages.currentWidget() is not w.welcome
+    qtbot.keyClicks(w.composer, "Hello there")
+    qtbot.keyClick(w.composer, Qt.Key.Key_Return)
+    assert w.generating
+    assert engine.requests[-1].messages[-1].content == "Hello there"
+    engine.stream("Hi! ")
+    engine.stream("Here is `code`.")
+    assert w.chat_view.streaming_text == "Hi! Here is `code`."
+    engine.finish()
+    assert not w.generating
+    conversation = parts.store.list_conversations()[0]
+    assert conversation.title == "Hello there"
+    assert [m.role for m in parts.store.messages(conversation.id)] == ["user", "assistant"]
+    assert "tok/s" in w.status.last_reply_label.text()
+    assert w.sidebar.titles() == ["Hello there"]
+
+
+def test_shift_enter_is_a_newline(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    loaded(parts, tmp_path)
+    w = parts.window
+    qtbot.keyClicks(w.composer, "one")
+    qtbot.keyClick(w.composer, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(w.composer, "two")
+    assert w.composer.toPlainText() == "one\ntwo"
+    assert not w.generating
+
+
+def test_stop_keeps_the_partial_reply(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.send_message("Count to ten")
+    engine.stream("1 2 3")
+    w.show()
+    w.activateWindow()
+    qtbot.waitUntil(w.isActiveWindow)
+    w.composer.setFocus()
+    qtbot.keyClick(w.composer, Qt.Key.Key_Escape)
+    assert engine.cancelled == 1
+    assert not w.generating
+    messages = parts.store.messages(w.conversation_id)
+    assert messages[-1].content == "1 2 3"
+    assert not messages[-1].complete
+
+
+def test_speculation_toggle_reaches_the_next_request(parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.status.speculation_button.click()
+    w.send_message("hi")
+    assert engine.requests[-1].speculation.enabled is False
+    engine.stream("x")
+    engine.finish()
+    assert "off" in w.status.speculation_button.text()
+    assert parts.settings.get("speculation") is False
+
+
+def test_regenerate_and_edit_last(parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.send_message("first")
+    engine.stream("reply one")
+    engine.finish()
+    w.regenerate()
+    assert [m.content for m in engine.requests[-1].messages] == ["first"]
+    engine.stream("reply two")
+    engine.finish()
+    assert [m.content for m in parts.store.messages(w.conversation_id)] == ["first", "reply two"]
+    w.edit_last()
+    assert w.composer.toPlainText() == "first"
+    w.composer.setPlainText("second")
+    w.composer.submit()
+    assert [m.content for m in engine.requests[-1].messages] == ["second"]
+    engine.stream("reply three")
+    engine.finish()
+    assert [m.content for m in parts.store.messages(w.conversation_id)] == ["second", "reply three"]
+
+
+def test_system_prompt_is_per_chat(parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.send_message("hi")
+    engine.finish()
+    w.system_prompt.setText("Be brief.")
+    w.system_prompt.editingFinished.emit()
+    w.send_message("again")
+    assert engine.requests[-1].messages[0].role == "system"
+    assert engine.requests[-1].messages[0].content == "Be brief."
+    engine.finish()
+    w.new_conversation()
+    assert w.system_prompt.text() == ""
+
+
+def test_engine_death_keeps_partial_reply_and_next_message_restarts(parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.send_message("tell me")
+    engine.stream("partial")
+    engine.engine_died.emit("The engine process stopped unexpectedly (exit code -9).")
+    assert not w.generating
+    assert "exit code -9" in w.notice.text()
+    assert "Traceback" not in w.notice.text()
+    assert [m.content for m in parts.store.messages(w.conversation_id)] == ["tell me", "partial"]
+    w.send_message("again")
+    assert engine.restarts == 1
+    assert len(engine.configs) == 2
+    assert engine.requests[-1].messages[-1].content == "again"
+    engine.stream("fine")
+    engine.finish()
+    assert parts.store.messages(w.conversation_id)[-1].content == "fine"
+
+
+def test_load_failure_shows_a_sentence(parts: AppParts, tmp_path: Path) -> None:
+    engine = parts.engine
+    assert isinstance(engine, FakeEngine)
+    engine.fail_next_load = "The file fake.gguf is not a GGUF model."
+    parts.window.load_model(str(tmp_path / "fake.gguf"))
+    assert parts.window.notice.text() == "The file fake.gguf is not a GGUF model."
+    assert parts.window.engine_info is None
+
+
+def test_sidebar_rename_delete_search(parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    for text in ("apples", "bananas"):
+        w.new_conversation()
+        w.send_message(text)
+        engine.finish()
+    assert w.sidebar.titles() == ["bananas", "apples"]
+    first = parts.store.list_conversations()[1]
+    w.sidebar.rename_requested.emit(first.id, "Fruit")
+    assert parts.store.get(first.id).title == "Fruit"
+    w.sidebar.search.setText("banana")
+    assert w.sidebar.titles() == ["bananas"]
+    w.sidebar.search.clear()
+    w.sidebar.delete_requested.emit(first.id)
+    assert w.sidebar.titles() == ["bananas"]
+
+
+def test_ctrl_n_starts_a_new_chat(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.send_message("hi")
+    engine.finish(FinishReason.STOP)
+    assert w.conversation_id is not None
+    w.new_shortcut.activated.emit()
+    assert w.conversation_id is None
+    assert w.chat_view.toPlainText().strip() != "hi"
+
+
+def test_history_survives_a_restart(qtbot, tmp_path: Path) -> None:
+    first = build_main_window(tmp_path / "c", tmp_path / "d", engine=FakeEngine())
+    qtbot.addWidget(first.window)
+    engine = loaded(first, tmp_path)
+    first.window.send_message("remember me")
+    engine.stream("I will.")
+    engine.finish()
+    first.window.close()
+    first.store.close()
+    second = build_main_window(tmp_path / "c", tmp_path / "d", engine=FakeEngine())
+    qtbot.addWidget(second.window)
+    assert second.window.sidebar.titles() == ["remember me"]
+    assert second.settings.get("last_model_path") == str(tmp_path / "model.gguf")
+    second.window.sidebar.list.setCurrentRow(0)
+    assert "I will." in second.window.chat_view.toPlainText()

@@ -1,0 +1,42 @@
+from localchat.engine.types import EngineInfo, FinishReason, GenerationResult, SpeculationState, TokenEvent
+from localchat.ui.status_bar import REFRESH_MS, SpeculationStatusBar
+from tests.ui.fakes import ON, model_info, stats
+
+
+def test_refreshes_at_least_four_times_a_second_while_generating(qtbot) -> None:
+    bar = SpeculationStatusBar(memory_probe=lambda: 300 * 1024 * 1024)
+    qtbot.addWidget(bar)
+    assert REFRESH_MS <= 250
+    bar.show_engine_info(EngineInfo("CPU", model_info(), None, 4096, 2, 0, ON))
+    bar.generation_started()
+    assert bar.timer.isActive()
+    bar.show_progress(TokenEvent("hi", 10, 4, stats(10, 0.5, passes=4, drafted=8, accepted=6), ON))
+    qtbot.waitUntil(lambda: bar.rate_label.text() == "20.0 tok/s", timeout=1000)
+    assert bar.acceptance_length_label.text() == "Acceptance length 2.50"
+    assert bar.acceptance_rate_label.text() == "Acceptance 75%"
+    assert bar.context_label.text() == "Context 30 / 4,096"
+    assert bar.memory_label.text() == "Engine 300 MB"
+    assert bar.backend_label.text() == "CPU"
+    assert bar.speculation_button.text() == "Draft: Fake-0.1B"
+    bar.generation_finished(GenerationResult("x", FinishReason.STOP, stats(20, 1.0, 10, 20, 10), ON))
+    assert not bar.timer.isActive()
+    assert bar.last_reply_label.text() == "Last reply: 20.0 tok/s, acceptance length 2.00"
+
+
+def test_one_click_toggles_speculation_for_the_next_reply(qtbot) -> None:
+    bar = SpeculationStatusBar()
+    qtbot.addWidget(bar)
+    with qtbot.waitSignal(bar.speculation_toggled) as blocker:
+        bar.speculation_button.click()
+    assert blocker.args == [False]
+    assert "off" in bar.speculation_button.text()
+    bar.speculation_button.click()
+    assert bar.speculation_enabled
+
+
+def test_off_shows_the_reason(qtbot) -> None:
+    bar = SpeculationStatusBar()
+    qtbot.addWidget(bar)
+    state = SpeculationState(active=False, drafter="off", reason="the drafter's vocabulary differs")
+    bar.generation_finished(GenerationResult("x", FinishReason.STOP, stats(5), state))
+    assert bar.speculation_button.text() == "Speculation: off (the drafter's vocabulary differs)"
