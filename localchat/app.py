@@ -77,6 +77,72 @@ def _memory_probe(engine: QObject) -> Callable[[], int | None]:
     return probe
 
 
+class ModelsWiring(QObject):
+    """Opens the model manager for the window and turns its choice into a load."""
+
+    def __init__(self, window: MainWindow, settings: FileSettings, downloader: QObject | None = None) -> None:
+        super().__init__(window)
+        self._window = window
+        self._settings = settings
+        self._downloader = downloader
+        window.model_manager_requested.connect(self._on_window_model_manager_requested)
+        window.starter_requested.connect(self._on_window_starter_requested)
+
+    def _library_and_catalog(self) -> tuple[Any, Any]:
+        from localchat.catalog.drafters import load_catalog
+        from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
+
+        folder = str(self._settings.get("models_folder") or "") or str(default_models_dir())
+        extra = [p for p in (str(self._settings.get("last_model_path") or ""),) if p and Path(p).is_file()]
+        try:
+            catalog: Any = load_catalog()
+        except Exception as exc:  # a broken catalog must not keep local models from loading
+            log.warning("catalog: %s", exc)
+            catalog = None
+        return Library([folder, hf_cache_dir()], extra), catalog
+
+    def open_manager(self, select_starter: bool = False) -> None:
+        from localchat.catalog.library import pair_drafter
+        from localchat.ui.model_manager import ModelManagerDialog
+
+        library, catalog = self._library_and_catalog()
+
+        def pair(path: str) -> Any:
+            return pair_drafter(path, catalog, library)
+
+        dialog = ModelManagerDialog(
+            catalog,
+            library,
+            available_memory=int(psutil.virtual_memory().total),
+            downloader=self._downloader,
+            pair=pair if catalog is not None else None,
+            parent=self._window,
+        )
+        dialog.load_requested.connect(self._on_dialog_load_requested)
+        if select_starter:
+            dialog.tabs.setCurrentIndex(1)
+            dialog.catalog_table.selectRow(0)
+        dialog.exec()
+
+    def _on_window_model_manager_requested(self) -> None:
+        self.open_manager()
+
+    def _on_window_starter_requested(self) -> None:
+        library, catalog = self._library_and_catalog()
+        starter = catalog.starter if catalog is not None else None
+        if starter is not None:
+            target = library.find_file(starter.default_quant.filename, starter.default_quant.repo)
+            drafter = starter.model_drafter
+            draft = library.find_file(drafter.filename, drafter.repo) if drafter else None
+            if target is not None:
+                self._window.load_model(str(target.path), str(draft.path) if draft else None)
+                return
+        self.open_manager(select_starter=True)
+
+    def _on_dialog_load_requested(self, target: str, draft: object) -> None:
+        self._window.load_model(target, str(draft) if draft else None)
+
+
 def _make_engine_client() -> QObject:
     from localchat.services import EngineClient  # the services layer owns the child process
 
@@ -102,6 +168,7 @@ def build_main_window(
     store = ConversationStore(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
     window = MainWindow(store, client, settings, memory_probe=_memory_probe(client), max_tokens=max_tokens)
+    ModelsWiring(window, settings)
     if loaded.messages:
         window.show_notice(" ".join(loaded.messages))
     last = str(settings.get("last_model_path") or "")
