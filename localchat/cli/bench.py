@@ -1,0 +1,100 @@
+"""``localchat bench``: speculation measured on real prompts, each mode side by side in one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from localchat.cli.common import add_engine_options, engine_config, fail, speculation_for_mode
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="measure speculation on built-in or your own prompts")
+    add_engine_options(p)
+    p.set_defaults(max_tokens=128)
+    p.add_argument("--prompts", type=Path, help='JSON Lines file: {"id":..., "category":..., "prompt":...}')
+    p.add_argument("--category", action="append", help="only prompts of this category (repeatable)")
+    p.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
+    p.add_argument("--modes", default="off,draft,ngram",
+                   help="comma-separated: off, draft, ngram, auto, adaptive; NAME:N fixes the draft "
+                        "length (draft:8), e.g. off,draft:2,draft:4,draft:8,adaptive")
+    p.add_argument("--json", type=Path, dest="json_path", help="write records and summary as JSON here")
+    p.add_argument("--show-text", action="store_true", help="print each reply")
+    p.set_defaults(func=run)
+
+
+def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
+    from localchat.engine.bench import BenchMode
+
+    modes = []
+    for item in [m.strip() for m in spec.split(",") if m.strip()]:
+        name, _, n = item.partition(":")
+        ns = argparse.Namespace(**vars(args))
+        if n:
+            ns.draft_tokens = int(n)
+        modes.append(BenchMode(item, speculation_for_mode(name, ns)))
+    if not modes:
+        raise ValueError("no modes given")
+    return modes
+
+
+def run(args: argparse.Namespace) -> int:
+    from localchat.engine.bench import BenchError, builtin_prompts, load_prompts, peak_rss_mb, run_bench
+    from localchat.engine.engine import Engine
+    from localchat.engine.errors import EngineError
+
+    try:
+        modes = parse_modes(args.modes, args)
+        prompts = load_prompts(args.prompts) if args.prompts else builtin_prompts()
+    except (ValueError, BenchError) as exc:
+        return fail(str(exc))
+    if args.category:
+        prompts = [p for p in prompts if p.category in args.category]
+    if args.limit:
+        kept: dict[str, int] = {}
+        sel = []
+        for p in prompts:
+            if kept.get(p.category, 0) < args.limit:
+                kept[p.category] = kept.get(p.category, 0) + 1
+                sel.append(p)
+        prompts = sel
+    if not prompts:
+        return fail("no prompts selected")
+
+    def show(rec: Any, done: int, total: int) -> None:
+        match = "" if rec.matches_off is None else ("same text" if rec.matches_off
+                                                   else f"differs from token {rec.first_mismatch}")
+        acc = (f"  acc.len {rec.acceptance_length:4.2f}  acc.rate {rec.acceptance_rate:4.2f}"
+               if rec.stats.drafted else "")
+        print(f"[{done:3d}/{total}] {rec.category:9s} {rec.id:22s} {rec.mode:10s} {rec.tokens:4d} tok "
+              f"{rec.tokens_per_s:7.2f} tok/s{acc}  {match}", flush=True)
+        if args.show_text:
+            print("    " + rec.text.replace("\n", "\n    "))
+
+    try:
+        with Engine(engine_config(args)) as engine:
+            info = engine.info
+            print(f"target {Path(args.model).name} on {info.backend}, {info.n_threads} threads; "
+                  f"drafter: {info.draft.name if info.draft else 'none'}"
+                  f"{' (' + engine.draft_problem + ')' if engine.draft_problem else ''}", flush=True)
+            report = run_bench(engine, prompts, modes, args.max_tokens, on_record=show)
+    except EngineError as exc:
+        return fail(str(exc))
+    except KeyboardInterrupt:
+        return 130
+
+    print()
+    print(f"{'category':10s} {'mode':10s} {'tok/s':>8s} {'vs off':>7s} {'acc.len':>8s} {'acc.rate':>8s} "
+          f"{'same as off':>11s}")
+    for row in report.summary():
+        sp = f"{row.speedup_vs_off:6.2f}x" if row.speedup_vs_off is not None else "      -"
+        print(f"{row.category:10s} {row.mode:10s} {row.tokens_per_s:8.2f} {sp} {row.acceptance_length:8.2f} "
+              f"{row.acceptance_rate:8.2f} {row.matches_off:>11s}")
+    print(f"peak RSS {peak_rss_mb():.0f} MiB")
+    if args.json_path:
+        args.json_path.write_text(json.dumps(report.as_json(), indent=2))
+        print(f"wrote {args.json_path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,80 @@
+"""``localchat generate``: one reply on the terminal, streamed, then one statistics line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from localchat.cli.common import add_engine_options, engine_config, fail, speculation_for_mode
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("generate", help="generate one reply from a prompt (headless)")
+    add_engine_options(p)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--ngram", action="store_true", help="draft by prompt lookup (no draft model)")
+    mode.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
+    mode.add_argument("--adaptive", action="store_true",
+                      help="adaptive draft length, n-gram lookup when the context repeats, auto-off")
+    p.add_argument("--temp", type=float, default=0.0, help="temperature (0: greedy, the default)")
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--repeat-penalty", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--system", default=None, help="system prompt")
+    p.add_argument("--raw", action="store_true", help="send the prompt as raw text, without the chat template")
+    p.add_argument("prompt")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from localchat.engine.engine import Engine
+    from localchat.engine.errors import EngineError
+    from localchat.engine.types import ChatMessage, GenerationRequest, SamplingParams
+
+    if args.no_spec:
+        mode = "off"
+    elif args.ngram:
+        mode = "ngram"
+    elif args.adaptive:
+        mode = "adaptive"
+    else:
+        mode = "draft" if args.draft else "ngram"
+    try:
+        spec = speculation_for_mode(mode, args)
+        sampling = SamplingParams(
+            temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+            repeat_penalty=args.repeat_penalty, seed=args.seed,
+        )
+    except ValueError as exc:
+        return fail(str(exc))
+    messages = []
+    if args.system:
+        messages.append(ChatMessage("system", args.system))
+    messages.append(ChatMessage("user", args.prompt))
+    request = GenerationRequest(
+        messages=() if args.raw else tuple(messages),
+        prompt=args.prompt if args.raw else None,
+        max_tokens=args.max_tokens,
+        sampling=sampling,
+        speculation=spec,
+    )
+    try:
+        with Engine(engine_config(args)) as engine:
+            state = engine.speculation_state(spec)
+            if not state.active or state.reason:
+                print(f"[speculation: {state.drafter}{' - ' + state.reason if state.reason else ''}]",
+                      file=sys.stderr)
+            result = engine.generate(request, on_event=lambda e: print(e.text, end="", flush=True))
+    except EngineError as exc:
+        return fail(str(exc))
+    except KeyboardInterrupt:
+        return 130
+    print()
+    if result.notice:
+        print(result.notice, file=sys.stderr)
+    print(f"[{result.speculation.drafter}] {result.stats.summary()}, finish: {result.finish_reason.value}",
+          file=sys.stderr)
+    return 0

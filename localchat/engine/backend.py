@@ -1,0 +1,342 @@
+"""Thin, typed wrappers over llama.cpp's C API (through llama-cpp-python's ctypes bindings).
+
+The engine owns its batches and reads logits only for the positions it asks
+for: no ``logits_all``, no n_ctx x n_vocab buffers (llama-cpp-python's built-in
+draft path keeps one of those, about 20 GB for a Qwen vocabulary at 32k).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psutil
+
+from localchat.engine.errors import GenerationError, ModelLoadError
+
+log = logging.getLogger("localchat.engine.llama")
+
+GGUF_MAGIC = b"GGUF"
+
+_init_lock = threading.Lock()
+_initialised = False
+_recent_log: deque[str] = deque(maxlen=40)
+_log_callback: Any = None
+
+
+def _llama() -> Any:
+    import llama_cpp
+
+    return llama_cpp
+
+
+def init_backend() -> None:
+    """Initialise llama.cpp once per process and route its log into Python logging."""
+    global _initialised, _log_callback
+    with _init_lock:
+        if _initialised:
+            return
+        lc = _llama()
+
+        @lc.llama_log_callback  # type: ignore[untyped-decorator]
+        def _cb(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+            msg = text.decode("utf-8", errors="replace").rstrip()
+            if msg:
+                _recent_log.append(msg)
+                log.debug("%s", msg)
+
+        _log_callback = _cb  # keep a reference: llama.cpp calls it from C
+        lc.llama_log_set(_cb, ctypes.c_void_p(0))
+        lc.llama_backend_init()
+        _initialised = True
+
+
+def recent_llama_log() -> list[str]:
+    return list(_recent_log)
+
+
+def backend_name() -> str:
+    """The accelerator llama.cpp will use: "CUDA", "Metal", "Vulkan" or "CPU"."""
+    lc = _llama()
+    info = lc.llama_print_system_info().decode("utf-8", errors="replace")
+    for name in ("CUDA", "Metal", "Vulkan", "ROCm", "SYCL"):
+        if f"{name} :" in info or f"{name}:" in info:
+            return name
+    if lc.llama_supports_gpu_offload():
+        return "GPU"
+    return "CPU"
+
+
+def physical_cores() -> int:
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def check_gguf_file(path: Path) -> None:
+    """Refuse what is obviously not a loadable GGUF before handing it to llama.cpp."""
+    name = path.name
+    if not path.exists():
+        raise ModelLoadError(f"The model file {path} does not exist.")
+    if path.is_dir():
+        raise ModelLoadError(f"{path} is a folder, not a GGUF model file.")
+    size = path.stat().st_size
+    if size == 0:
+        raise ModelLoadError(f"The model file {name} is empty (0 bytes); download it again.")
+    with path.open("rb") as fh:
+        head = fh.read(24)
+    if head[:4] != GGUF_MAGIC:
+        raise ModelLoadError(
+            f"{name} is not a GGUF model file (it does not start with the GGUF signature)."
+        )
+    if len(head) < 24:
+        raise ModelLoadError(f"The model file {name} is truncated ({size} bytes); download it again.")
+
+
+def _explain_load_failure(path: Path) -> str:
+    lines = recent_llama_log()
+    joined = " ".join(lines[-12:]).lower()
+    name = path.name
+    if "not within the file bounds" in joined or "truncated" in joined or "failed to read" in joined:
+        return f"The model file {name} is incomplete or truncated; download it again."
+    if "unknown model architecture" in joined:
+        arch = next((ln for ln in lines if "unknown model architecture" in ln), "")
+        return f"This version of llama.cpp does not support {name}'s architecture ({arch.strip()})."
+    if "out of memory" in joined or "failed to allocate" in joined:
+        return f"Not enough memory to load {name}."
+    detail = next((ln for ln in reversed(lines) if "error" in ln.lower() or "failed" in ln.lower()), "")
+    suffix = f" ({detail.strip()})" if detail else ""
+    return f"llama.cpp could not load {name}{suffix}."
+
+
+class Model:
+    """A loaded GGUF model and its vocabulary."""
+
+    def __init__(self, path: Path, gpu_layers: int = -1, vocab_only: bool = False) -> None:
+        init_backend()
+        check_gguf_file(path)
+        lc = _llama()
+        self.path = path
+        params = lc.llama_model_default_params()
+        if gpu_layers < 0:
+            params.n_gpu_layers = 999 if lc.llama_supports_gpu_offload() else 0
+        else:
+            params.n_gpu_layers = gpu_layers
+        params.vocab_only = vocab_only
+        self.gpu_layers = int(params.n_gpu_layers)
+        _recent_log.clear()
+        handle = lc.llama_model_load_from_file(str(path).encode(), params)
+        if not handle:
+            raise ModelLoadError(_explain_load_failure(path))
+        self.handle = handle
+        self.vocab = lc.llama_model_get_vocab(handle)
+        self.n_vocab = int(lc.llama_vocab_n_tokens(self.vocab))
+        self._piece_buf = ctypes.create_string_buffer(256)
+
+    # -- metadata ----------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        lc = _llama()
+        buf = ctypes.create_string_buffer(4096)
+        n = lc.llama_model_meta_val_str(self.handle, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        return buf.value.decode("utf-8", errors="replace")
+
+    @property
+    def architecture(self) -> str:
+        return self.meta("general.architecture") or "unknown"
+
+    @property
+    def name(self) -> str:
+        return self.meta("general.name") or self.path.stem
+
+    @property
+    def n_params(self) -> int:
+        return int(_llama().llama_model_n_params(self.handle))
+
+    @property
+    def size_bytes(self) -> int:
+        return int(_llama().llama_model_size(self.handle))
+
+    @property
+    def n_ctx_train(self) -> int:
+        return int(_llama().llama_model_n_ctx_train(self.handle))
+
+    @property
+    def chat_template(self) -> str | None:
+        raw = _llama().llama_model_chat_template(self.handle, None)
+        return raw.decode("utf-8", errors="replace") if raw else None
+
+    @property
+    def is_recurrent(self) -> bool:
+        lc = _llama()
+        return bool(lc.llama_model_is_recurrent(self.handle) or lc.llama_model_is_hybrid(self.handle))
+
+    # -- vocabulary ----------------------------------------------------------
+    def vocab_type(self) -> int:
+        return int(_llama().llama_vocab_type(self.vocab))
+
+    def bos(self) -> int:
+        return int(_llama().llama_vocab_bos(self.vocab))
+
+    def eos(self) -> int:
+        return int(_llama().llama_vocab_eos(self.vocab))
+
+    def add_bos(self) -> bool:
+        return bool(_llama().llama_vocab_get_add_bos(self.vocab))
+
+    def add_eos(self) -> bool:
+        return bool(_llama().llama_vocab_get_add_eos(self.vocab))
+
+    def token_text(self, token: int) -> bytes:
+        raw = _llama().llama_vocab_get_text(self.vocab, token)
+        return bytes(raw) if raw is not None else b""
+
+    def is_eog(self, token: int) -> bool:
+        return bool(_llama().llama_vocab_is_eog(self.vocab, token))
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
+        lc = _llama()
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        buf = (lc.llama_token * cap)()
+        n = lc.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:
+            cap = -n
+            buf = (lc.llama_token * cap)()
+            n = lc.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        return list(buf[:n])
+
+    def piece(self, token: int, special: bool = False) -> bytes:
+        lc = _llama()
+        n = lc.llama_token_to_piece(self.vocab, token, self._piece_buf, len(self._piece_buf), 0, special)
+        if n < 0:
+            big = ctypes.create_string_buffer(-n)
+            n = lc.llama_token_to_piece(self.vocab, token, big, len(big), 0, special)
+            return big.raw[:n]
+        return self._piece_buf.raw[:n]
+
+    def close(self) -> None:
+        if getattr(self, "handle", None):
+            _llama().llama_model_free(self.handle)
+            self.handle = None
+
+
+class Context:
+    """A llama.cpp context on one sequence, with the token list that its KV cache holds.
+
+    ``tokens`` mirrors the KV cache exactly: position i holds tokens[i]. Every
+    change to the cache goes through ``decode`` and ``truncate`` so the mirror
+    never drifts.
+    """
+
+    def __init__(self, model: Model, n_ctx: int, n_threads: int, n_batch: int = 512) -> None:
+        lc = _llama()
+        self.model = model
+        params = lc.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_threads = n_threads
+        params.n_threads_batch = n_threads
+        params.no_perf = True
+        handle = lc.llama_init_from_model(model.handle, params)
+        if not handle:
+            raise ModelLoadError(
+                f"Could not create a context of {n_ctx} tokens for {model.path.name}"
+                " (not enough memory?); try a smaller context length."
+            )
+        self.handle = handle
+        self.n_ctx = int(lc.llama_n_ctx(handle))
+        self.n_batch = n_batch
+        self.n_vocab = model.n_vocab
+        self.memory = lc.llama_get_memory(handle)
+        self.batch = lc.llama_batch_init(n_batch, 0, 1)
+        self.tokens: list[int] = []
+        self._first_out = 0
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def truncate(self, n_keep: int) -> None:
+        """Drop every cached position from ``n_keep`` on."""
+        if n_keep >= len(self.tokens):
+            return
+        lc = _llama()
+        ok = lc.llama_memory_seq_rm(self.memory, 0, n_keep, -1)
+        if not ok:
+            # Some caches (recurrent, sliding-window) cannot drop a partial
+            # sequence: start over, the caller re-evaluates what it needs.
+            lc.llama_memory_clear(self.memory, True)
+            self.tokens = []
+            return
+        del self.tokens[n_keep:]
+
+    def clear(self) -> None:
+        _llama().llama_memory_clear(self.memory, True)
+        self.tokens = []
+
+    def decode(self, tokens: Sequence[int], logits_for: str | int = "last") -> int:
+        """Append ``tokens`` to the cache in one batch (``len <= n_batch``).
+
+        ``logits_for``: "last" (only the final position), "all" (every position
+        of this batch) or an int k (the last k positions). Returns the number of
+        output rows; row i of the result is read with ``logits(i)``.
+        """
+        n = len(tokens)
+        if n == 0:
+            return 0
+        if n > self.n_batch:
+            raise ValueError("batch larger than n_batch")
+        if self.n_past + n > self.n_ctx:
+            raise GenerationError("The context window is full.")
+        if logits_for == "all":
+            first_out = 0
+        elif logits_for == "last":
+            first_out = n - 1
+        else:
+            first_out = n - int(logits_for)
+        b = self.batch
+        base = self.n_past
+        for i, tok in enumerate(tokens):
+            b.token[i] = tok
+            b.pos[i] = base + i
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = 0
+            b.logits[i] = 1 if i >= first_out else 0
+        b.n_tokens = n
+        rc = _llama().llama_decode(self.handle, b)
+        if rc != 0:
+            # On failure llama.cpp may have kept some ubatches: resync the mirror.
+            self._resync()
+            raise GenerationError(f"llama.cpp failed to decode a batch (code {rc}).")
+        self.tokens.extend(tokens)
+        self._first_out = first_out
+        return n - first_out
+
+    def _resync(self) -> None:
+        pos_max = int(_llama().llama_memory_seq_pos_max(self.memory, 0))
+        self.truncate(pos_max + 1)
+        del self.tokens[pos_max + 1 :]
+
+    def logits(self, row: int) -> npt.NDArray[np.float32]:
+        """Logits of output row ``row`` of the last decode (a view, valid until the next decode)."""
+        # llama_get_logits_ith takes the index in the batch, not in the outputs.
+        ptr = _llama().llama_get_logits_ith(self.handle, self._first_out + row)
+        if not ptr:
+            raise GenerationError("llama.cpp returned no logits for that position.")
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def close(self) -> None:
+        lc = _llama()
+        if getattr(self, "handle", None):
+            lc.llama_batch_free(self.batch)
+            lc.llama_free(self.handle)
+            self.handle = None

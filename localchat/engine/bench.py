@@ -1,0 +1,252 @@
+"""Measure speculation on real prompts: every prompt in every mode, interleaved, in one run.
+
+Speed-ups are ratios measured side by side (the same prompt in each mode, one
+after the other, the mode order rotated from prompt to prompt), so a busy
+machine slows all modes alike. Every run starts from empty caches and is
+greedy, so each mode's text can be compared with plain decoding.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import psutil
+
+from localchat.engine.engine import Engine
+from localchat.engine.stats import GenerationStats, combine
+from localchat.engine.types import (
+    ChatMessage,
+    FinishReason,
+    GenerationRequest,
+    SamplingParams,
+    SpeculationConfig,
+)
+
+
+class BenchError(ValueError):
+    """A prompts file that cannot be read; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    id: str
+    category: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class BenchMode:
+    name: str  # "off", "draft", "ngram", "auto", "adaptive", "draft:8", ...
+    speculation: SpeculationConfig
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    id: str
+    category: str
+    mode: str
+    tokens: int
+    seconds: float
+    tokens_per_s: float
+    acceptance_length: float
+    acceptance_rate: float
+    matches_off: bool | None
+    first_mismatch: int | None  # index of the first token that differs from the off run
+    stats: GenerationStats
+    text: str
+    token_ids: tuple[int, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "category": self.category,
+            "mode": self.mode,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 4),
+            "tokens_per_s": round(self.tokens_per_s, 3),
+            "acceptance_length": round(self.acceptance_length, 3),
+            "acceptance_rate": round(self.acceptance_rate, 3),
+            "acceptance_rate_by_position": [round(x, 3) for x in self.stats.acceptance_rate_by_position],
+            "matches_off": self.matches_off,
+            "first_mismatch": self.first_mismatch,
+        }
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    category: str
+    mode: str
+    tokens_per_s: float
+    speedup_vs_off: float | None
+    acceptance_length: float
+    acceptance_rate: float
+    matches_off: str  # "5/5"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "category": self.category,
+            "mode": self.mode,
+            "tokens_per_s": round(self.tokens_per_s, 3),
+            "speedup_vs_off": None if self.speedup_vs_off is None else round(self.speedup_vs_off, 3),
+            "acceptance_length": round(self.acceptance_length, 3),
+            "acceptance_rate": round(self.acceptance_rate, 3),
+            "matches_off": self.matches_off,
+        }
+
+
+@dataclass
+class BenchReport:
+    records: list[BenchRecord] = field(default_factory=list)
+
+    def summary(self) -> list[SummaryRow]:
+        rows: list[SummaryRow] = []
+        cats = sorted({r.category for r in self.records})
+        modes = list(dict.fromkeys(r.mode for r in self.records))
+        for cat in [*cats, "all"]:
+            off_tps: float | None = None
+            for mode in modes:
+                recs = [r for r in self.records if r.mode == mode and (cat == "all" or r.category == cat)]
+                if not recs:
+                    continue
+                s = combine([r.stats for r in recs])
+                if mode == "off":
+                    off_tps = s.tokens_per_s
+                compared = [r for r in recs if r.matches_off is not None]
+                rows.append(
+                    SummaryRow(
+                        category=cat,
+                        mode=mode,
+                        tokens_per_s=s.tokens_per_s,
+                        speedup_vs_off=None,
+                        acceptance_length=s.acceptance_length,
+                        acceptance_rate=s.acceptance_rate,
+                        matches_off=f"{sum(1 for r in compared if r.matches_off)}/{len(compared)}"
+                        if compared else "-",
+                    )
+                )
+            # Speed-up against plain decoding of the same category, same run.
+            for i, row in enumerate(rows):
+                if row.category == cat and off_tps:
+                    rows[i] = SummaryRow(row.category, row.mode, row.tokens_per_s,
+                                         row.tokens_per_s / off_tps, row.acceptance_length,
+                                         row.acceptance_rate, row.matches_off)
+        return rows
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "records": [r.as_json() for r in self.records],
+            "summary": [s.as_json() for s in self.summary()],
+            "peak_rss_mb": round(peak_rss_mb(), 1),
+        }
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process, in MiB."""
+    if sys.platform.startswith("linux"):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    if sys.platform == "darwin":
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024.0 * 1024.0)
+    info = psutil.Process().memory_info()
+    return float(getattr(info, "peak_wset", info.rss)) / (1024.0 * 1024.0)
+
+
+def builtin_prompts() -> list[BenchPrompt]:
+    text = resources.files("localchat.data").joinpath("bench_prompts.jsonl").read_text("utf-8")
+    return parse_prompts(text, "built-in prompts")
+
+
+def load_prompts(path: Path) -> list[BenchPrompt]:
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise BenchError(f"Cannot read the prompts file {path}: {exc.strerror or exc}.") from exc
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"The prompts file {path} is not UTF-8 text.") from exc
+    return parse_prompts(text, str(path))
+
+
+def parse_prompts(text: str, source: str) -> list[BenchPrompt]:
+    out: list[BenchPrompt] = []
+    seen: set[str] = set()
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"{source}, line {n}: not valid JSON ({exc.msg}).") from exc
+        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
+            raise BenchError(f'{source}, line {n}: expected an object with a non-empty "prompt" string.')
+        pid = str(obj.get("id", f"prompt-{n}"))
+        if pid in seen:
+            raise BenchError(f'{source}, line {n}: the id "{pid}" is used twice.')
+        seen.add(pid)
+        out.append(BenchPrompt(pid, str(obj.get("category", "default")), obj["prompt"]))
+    if not out:
+        raise BenchError(f"{source} holds no prompts.")
+    return out
+
+
+def first_mismatch(a: Sequence[int], b: Sequence[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def run_bench(
+    engine: Engine,
+    prompts: Sequence[BenchPrompt],
+    modes: Sequence[BenchMode],
+    max_tokens: int = 128,
+    on_record: Callable[[BenchRecord, int, int], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    warmup: bool = True,
+) -> BenchReport:
+    """Run each prompt in each mode; ``on_record(record, done, total)`` after each run."""
+    cancel = should_cancel or (lambda: False)
+    report = BenchReport()
+    greedy = SamplingParams(temperature=0.0)
+    if warmup and prompts:
+        # Page the weights in and settle the caches before anything is timed.
+        for mode in modes:
+            engine.reset()
+            engine.generate(GenerationRequest(messages=(ChatMessage("user", prompts[0].prompt),),
+                                              max_tokens=8, sampling=greedy, speculation=mode.speculation))
+    total = len(prompts) * len(modes)
+    done = 0
+    for i, bp in enumerate(prompts):
+        order = list(modes[i % len(modes):]) + list(modes[: i % len(modes)])
+        off_ids: tuple[int, ...] | None = None
+        pending: list[BenchRecord] = []
+        for mode in order:
+            if cancel():
+                return report
+            engine.reset()
+            req = GenerationRequest(messages=(ChatMessage("user", bp.prompt),), max_tokens=max_tokens,
+                                    sampling=greedy, speculation=mode.speculation)
+            res = engine.generate(req, should_cancel=cancel)
+            if res.finish_reason is FinishReason.CANCELLED:
+                return report
+            s = res.stats
+            rec = BenchRecord(bp.id, bp.category, mode.name, s.generated_tokens, s.generation_seconds,
+                              s.tokens_per_s, s.acceptance_length, s.acceptance_rate, None, None, s,
+                              res.text, res.token_ids)
+            if mode.name == "off":
+                off_ids = res.token_ids
+            pending.append(rec)
+        for rec in sorted(pending, key=lambda r: [m.name for m in modes].index(r.mode)):
+            if off_ids is not None and rec.mode != "off":
+                mm = first_mismatch(off_ids, rec.token_ids)
+                rec = BenchRecord(**{**rec.__dict__, "matches_off": mm is None, "first_mismatch": mm})
+            report.records.append(rec)
+            done += 1
+            if on_record is not None:
+                on_record(rec, done, total)
+    return report

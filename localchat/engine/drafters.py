@@ -1,0 +1,228 @@
+"""Where draft tokens come from, behind one small interface.
+
+- ``ModelDrafter``: a small GGUF with the target's vocabulary. It keeps its own
+  KV cache in step with the target's accepted tokens: before drafting it drops
+  whatever it holds past the common prefix and evaluates the new tokens in one
+  batch. That one rule covers partial acceptance (rejected drafts dropped),
+  full acceptance (the last draft token was never evaluated by the drafter and
+  is simply part of the catch-up batch) and a new chat turn.
+- ``NgramDrafter``: prompt lookup. The longest recent n-gram of the context
+  that also occurred earlier proposes the tokens that followed it. Free, and
+  strong on code edits, summaries and quoting.
+- ``CombinedDrafter``: n-gram when the context has a match, otherwise the model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from localchat.engine import sampling
+from localchat.engine.backend import Context
+from localchat.engine.types import SamplingParams
+
+
+@dataclass
+class Draft:
+    tokens: list[int] = field(default_factory=list)
+    # Per-token drafting distribution q (sampling mode); None means a point mass.
+    dists: list[sampling.Dist] | None = None
+    source: str = ""
+
+
+class Drafter(Protocol):
+    name: str
+
+    def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None: ...
+
+    def propose(
+        self,
+        tokens: Sequence[int],
+        n: int,
+        params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft: ...
+
+    def close(self) -> None: ...
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def sync_context(
+    ctx: Context, tokens: Sequence[int], should_cancel: Callable[[], bool] | None = None
+) -> int:
+    """Make ``ctx`` hold exactly ``tokens`` with logits for the last one; returns tokens evaluated.
+
+    The common prefix with what the cache already holds is kept; at least the
+    last token is re-evaluated so that its logits are available.
+    """
+    keep = common_prefix(ctx.tokens, tokens)
+    if keep >= len(tokens):
+        keep = len(tokens) - 1
+    ctx.truncate(keep)
+    keep = ctx.n_past  # truncate may have cleared everything (non-removable caches)
+    todo = list(tokens[keep:])
+    for start in range(0, len(todo), ctx.n_batch):
+        if should_cancel is not None and should_cancel():
+            break
+        chunk = todo[start : start + ctx.n_batch]
+        ctx.decode(chunk, logits_for="last")
+    return len(todo)
+
+
+class ModelDrafter:
+    """Drafts with a small model; stops early when its top probability falls below ``p_min``."""
+
+    def __init__(self, ctx: Context, name: str, p_min: float = 0.5) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.p_min = p_min
+        self.steps = 0  # forward passes, for cost estimates
+
+    def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
+        sync_context(self.ctx, tokens, should_cancel)
+
+    def propose(
+        self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        ctx = self.ctx
+        if len(tokens) + n >= ctx.n_ctx:
+            n = ctx.n_ctx - len(tokens) - 1
+        if n <= 0:
+            return Draft(source=self.name)
+        sync_context(ctx, tokens)
+        self.steps += 1
+        out: list[int] = []
+        dists: list[sampling.Dist] | None = None if params.greedy else []
+        history = list(tokens)
+        for i in range(n):
+            logits = ctx.logits(0)
+            if params.greedy:
+                tok = sampling.greedy_token(logits, history, params)
+                conf = sampling.top_probability(logits)
+            else:
+                q = sampling.distribution(logits, history, params)
+                tok = q.sample(rng)
+                conf = q.top()[1]
+                assert dists is not None
+                dists.append(q)
+            if conf < self.p_min and i > 0:
+                if dists:
+                    dists.pop()
+                break
+            out.append(tok)
+            history.append(tok)
+            if ctx.model.is_eog(tok) or i == n - 1:
+                break
+            ctx.decode([tok], logits_for="last")
+            self.steps += 1
+        return Draft(out, dists, self.name)
+
+    def close(self) -> None:
+        self.ctx.close()
+
+
+class NgramDrafter:
+    """Prompt lookup: continue the context the way it continued after the same n-gram before."""
+
+    name = "n-gram"
+
+    def __init__(self, max_ngram: int = 4, min_ngram: int = 2) -> None:
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+        self._seq: list[int] = []
+        # For each n: n-gram -> index just after its latest occurrence that has a continuation.
+        self._index: dict[int, dict[tuple[int, ...], int]] = {}
+
+    def _rebuild(self, tokens: Sequence[int]) -> None:
+        self._seq = []
+        self._index = {n: {} for n in range(self.min_ngram, self.max_ngram + 1)}
+        self._extend(tokens)
+
+    def _extend(self, tokens: Sequence[int]) -> None:
+        seq = self._seq
+        for tok in tokens:
+            j = len(seq)  # tok lands at index j: every n-gram ending at j-1 now has a continuation
+            for n, table in self._index.items():
+                if j >= n:
+                    table[tuple(seq[j - n : j])] = j
+            seq.append(tok)
+
+    def _sync(self, tokens: Sequence[int]) -> None:
+        m = len(self._seq)
+        if len(tokens) >= m and (m == 0 or (tokens[m - 1] == self._seq[-1] and tokens[:m] == self._seq)):
+            self._extend(tokens[m:])
+        else:
+            self._rebuild(tokens)
+
+    def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
+        self._rebuild(tokens)
+
+    def match(self, tokens: Sequence[int]) -> tuple[int, int]:
+        """(n-gram size, start of continuation) of the longest match, or (0, -1)."""
+        self._sync(tokens)
+        L = len(tokens)
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            if L < n:
+                continue
+            pos = self._index[n].get(tuple(tokens[L - n :]))
+            if pos is not None:
+                return n, pos
+        return 0, -1
+
+    def propose(
+        self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        size, pos = self.match(tokens)
+        if size == 0:
+            return Draft(source=self.name)
+        cont = list(tokens[pos : pos + n])
+        return Draft(cont, None if params.greedy else [sampling.point_mass(t) for t in cont], self.name)
+
+    def close(self) -> None:
+        pass
+
+
+class CombinedDrafter:
+    """Per step: the n-gram drafter when the context repeats itself, otherwise the draft model."""
+
+    def __init__(self, model: ModelDrafter, ngram: NgramDrafter, min_match: int = 3) -> None:
+        self.model = model
+        self.ngram = ngram
+        self.min_match = min_match
+        self.name = f"{model.name} + n-gram"
+
+    def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
+        self.model.prefill(tokens, should_cancel)
+        self.ngram.prefill(tokens, should_cancel)
+
+    def propose(
+        self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        size, _ = self.ngram.match(tokens)
+        if size >= self.min_match:
+            draft = self.ngram.propose(tokens, n, params, rng)
+            if len(draft.tokens) >= min(n, 2):
+                return draft
+        return self.model.propose(tokens, n, params, rng)
+
+    def close(self) -> None:
+        self.model.close()
+
+
+def timed_propose(
+    drafter: Drafter, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
+) -> tuple[Draft, float]:
+    t0 = time.perf_counter()
+    d = drafter.propose(tokens, n, params, rng)
+    return d, time.perf_counter() - t0

@@ -1,0 +1,258 @@
+"""The engine: load a target (and a drafter), turn requests into replies, stream events.
+
+One ``Engine`` owns the llama.cpp models and contexts of one process. It is
+not thread-safe: the host process calls it from one thread and cancels
+through ``should_cancel``, which the loop checks between steps (within about
+one target step, and between prompt batches).
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from localchat.engine.adaptive import DraftPolicy, FixedPolicy
+from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
+from localchat.engine.chat_format import ChatFormatter
+from localchat.engine.compat import check_compatible
+from localchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter
+from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
+from localchat.engine.speculative import DecodeLoop
+from localchat.engine.stats import StatsRecorder
+from localchat.engine.types import (
+    DrafterKind,
+    EngineConfig,
+    EngineInfo,
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    ModelInfo,
+    SpeculationConfig,
+    SpeculationState,
+    TokenEvent,
+)
+
+log = logging.getLogger("localchat.engine")
+
+
+def _model_info(m: Model) -> ModelInfo:
+    return ModelInfo(
+        path=str(m.path),
+        name=m.name,
+        architecture=m.architecture,
+        n_params=m.n_params,
+        size_bytes=m.size_bytes,
+        n_ctx_train=m.n_ctx_train,
+        n_vocab=m.n_vocab,
+        has_chat_template=m.chat_template is not None,
+    )
+
+
+def _never() -> bool:
+    return False
+
+
+class Engine:
+    def __init__(self, config: EngineConfig) -> None:
+        init_backend()
+        self.config = config
+        threads = config.n_threads or physical_cores()
+        self.target_model = Model(Path(config.target_path), config.gpu_layers)
+        try:
+            n_ctx = config.n_ctx
+            if self.target_model.n_ctx_train > 0:
+                n_ctx = min(n_ctx, self.target_model.n_ctx_train)
+            self.target = Context(self.target_model, n_ctx, threads, config.n_batch)
+            self.formatter = ChatFormatter(self.target_model)
+        except Exception:
+            self.target_model.close()
+            raise
+        self.ngram = NgramDrafter()
+        self.draft_model: Model | None = None
+        self.model_drafter: ModelDrafter | None = None
+        self.draft_problem = ""  # why the draft model is not in use, in words
+        self._policies: dict[str, DraftPolicy] = {}
+        self.trace_hook: Callable[[list[int], list[int], int], None] | None = None  # see DecodeLoop.trace
+        if config.draft_path:
+            self._load_drafter(Path(config.draft_path), n_ctx, threads)
+        self.backend = backend_name() if self.target_model.gpu_layers > 0 else "CPU"
+        self.info = EngineInfo(
+            backend=self.backend,
+            target=_model_info(self.target_model),
+            draft=_model_info(self.draft_model) if self.draft_model else None,
+            n_ctx=self.target.n_ctx,
+            n_threads=threads,
+            gpu_layers=self.target_model.gpu_layers,
+            speculation=self.speculation_state(SpeculationConfig()),
+        )
+        log.info(
+            "loaded %s (%s, %d threads, ctx %d); drafter: %s",
+            self.target_model.path.name, self.backend, threads, self.target.n_ctx,
+            self.info.speculation.drafter if self.info.speculation.active else self.info.speculation.reason,
+        )
+
+    def _load_drafter(self, path: Path, n_ctx: int, threads: int) -> None:
+        if self.target_model.is_recurrent:
+            self.draft_problem = (
+                "Speculative decoding with a draft model is not supported for recurrent or hybrid "
+                "models, whose cache cannot roll back rejected tokens."
+            )
+            return
+        try:
+            draft = Model(path, self.config.gpu_layers)
+        except ModelLoadError as exc:
+            self.draft_problem = f"The draft model could not be loaded: {exc}"
+            return
+        try:
+            check_compatible(self.target_model, draft)
+            ctx = Context(draft, n_ctx, threads, self.config.n_batch)
+        except (IncompatibleDraftError, ModelLoadError) as exc:
+            draft.close()
+            self.draft_problem = str(exc)
+            return
+        self.draft_model = draft
+        self.model_drafter = ModelDrafter(ctx, draft.name)
+
+    # -- speculation choice -------------------------------------------------------
+    def _choose_drafter(self, spec: SpeculationConfig) -> tuple[Drafter | None, SpeculationState]:
+        if not spec.enabled:
+            return None, SpeculationState(False, "off", "Speculation is turned off.")
+        kind = spec.drafter
+        if kind is DrafterKind.NONE:
+            return None, SpeculationState(False, "off", "No drafter is selected.")
+        if kind is DrafterKind.NGRAM:
+            return self.ngram, SpeculationState(True, "n-gram", draft_tokens=spec.draft_tokens)
+        md = self.model_drafter
+        if md is not None:
+            md.p_min = spec.p_min
+        if kind is DrafterKind.MODEL:
+            if md is None:
+                return None, SpeculationState(False, "off", self.draft_problem or "No draft model is loaded.")
+            return md, SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
+        # AUTO: the draft model with n-gram lookup where the context repeats itself.
+        if md is None:
+            reason = self.draft_problem or "No draft model is paired with this model."
+            return self.ngram, SpeculationState(True, "n-gram", reason, spec.draft_tokens)
+        return CombinedDrafter(md, self.ngram), SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
+
+    def speculation_state(self, spec: SpeculationConfig) -> SpeculationState:
+        return self._choose_drafter(spec)[1]
+
+    def _policy(self, request: GenerationRequest) -> DraftPolicy:
+        return FixedPolicy(request.speculation.draft_tokens)
+
+    # -- generation -------------------------------------------------------------------
+    def prompt_tokens(self, request: GenerationRequest) -> tuple[list[int], int, tuple[str, ...]]:
+        """(tokens, dropped messages, template stop strings) for a request."""
+        reserve = max(1, min(request.max_tokens, self.target.n_ctx // 4))
+        if request.prompt is not None:
+            tokens = self.target_model.tokenize(request.prompt, add_special=self.target_model.add_bos())
+            if len(tokens) > self.target.n_ctx - reserve:
+                raise ContextOverflowError(
+                    f"The prompt needs {len(tokens)} tokens but the context window holds "
+                    f"{self.target.n_ctx}, with {reserve} kept free for the reply."
+                )
+            return tokens, 0, ()
+        fitted = self.formatter.fit(request.messages, self.target.n_ctx, reserve)
+        return fitted.tokens, fitted.dropped_messages, fitted.stop
+
+    def generate(
+        self,
+        request: GenerationRequest,
+        on_event: Callable[[TokenEvent], None] | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> GenerationResult:
+        cancel = should_cancel or _never
+        tokens, dropped, template_stops = self.prompt_tokens(request)
+        drafter, spec_state = self._choose_drafter(request.speculation)
+        policy = self._policy(request)
+        rec = StatsRecorder()
+        loop = DecodeLoop(self.target, drafter, policy, request.sampling, rec, cancel, request.max_tokens)
+        loop.trace = self.trace_hook
+        stops = tuple(s for s in (*request.stop, *template_stops) if s)
+        hold = max((len(s) for s in stops), default=1) - 1
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text = ""
+        sent = 0
+        out_tokens: list[int] = []
+        finish: FinishReason | None = None
+        for step in loop.run(tokens):
+            out_tokens.extend(step.tokens)
+            for tok in step.tokens:
+                text += decoder.decode(self.target_model.piece(tok))
+            if stops:
+                cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+                if cut >= 0:
+                    text = text[:cut]
+                    finish = FinishReason.STOP
+            visible = len(text) if finish else max(sent, len(text) - hold)
+            if on_event is not None and (visible > sent or step.accepted_draft):
+                on_event(
+                    TokenEvent(
+                        text=text[sent:visible],
+                        n_tokens=len(step.tokens),
+                        drafted_accepted=step.accepted_draft,
+                        stats=rec.snapshot(),
+                        speculation=self._live_state(spec_state, policy),
+                    )
+                )
+                sent = visible
+            if finish:
+                break
+        text += decoder.decode(b"", final=True)
+        if finish is None:
+            finish = loop.finish_reason
+        if on_event is not None and len(text) > sent:
+            on_event(TokenEvent(text[sent:], 0, 0, rec.snapshot(), self._live_state(spec_state, policy)))
+        notice = ""
+        if dropped:
+            notice = (
+                f"The {dropped} oldest message{'s' if dropped != 1 else ''} of this chat did not fit "
+                "in the context window and were left out of this reply."
+            )
+        return GenerationResult(
+            text=text,
+            finish_reason=finish,
+            stats=rec.snapshot(),
+            speculation=self._live_state(spec_state, policy),
+            token_ids=tuple(out_tokens),
+            dropped_messages=dropped,
+            notice=notice,
+        )
+
+    @staticmethod
+    def _live_state(state: SpeculationState, policy: DraftPolicy) -> SpeculationState:
+        if not state.active:
+            return state
+        return SpeculationState(
+            active=not policy.paused,
+            drafter=state.drafter,
+            reason=policy.reason or state.reason,
+            draft_tokens=policy.draft_length(),
+            paused=policy.paused,
+        )
+
+    def reset(self) -> None:
+        """Forget both caches (the next prompt is evaluated from scratch)."""
+        self.target.clear()
+        if self.model_drafter is not None:
+            self.model_drafter.ctx.clear()
+
+    def close(self) -> None:
+        if self.model_drafter is not None:
+            self.model_drafter.close()
+            self.model_drafter = None
+        if self.draft_model is not None:
+            self.draft_model.close()
+            self.draft_model = None
+        if getattr(self, "target", None) is not None:
+            self.target.close()
+        self.target_model.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,326 @@
+"""The speculative loop on real GGUF models: output, KV rollback, statistics, cancel, context."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+import pytest
+
+from localchat.engine.drafters import Draft
+from localchat.engine.engine import Engine
+from localchat.engine.errors import ContextOverflowError
+from localchat.engine.types import (
+    ChatMessage,
+    DrafterKind,
+    EngineConfig,
+    FinishReason,
+    GenerationRequest,
+    SamplingParams,
+    SpeculationConfig,
+    SpeculationState,
+)
+
+CODE_PROMPTS = [
+    "Write a Python function is_palindrome(s) that ignores case and punctuation.",
+    "Implement binary search in Python with type hints.",
+    "Write a Python class Stack with push, pop and peek methods.",
+]
+
+OFF = SpeculationConfig(enabled=False)
+
+
+def ask(prompt: str, spec: SpeculationConfig, max_tokens: int = 64, **sampling: object) -> GenerationRequest:
+    return GenerationRequest(
+        messages=(ChatMessage("user", prompt),),
+        max_tokens=max_tokens,
+        sampling=SamplingParams(**sampling),  # type: ignore[arg-type]
+        speculation=spec,
+    )
+
+
+def kv_len(ctx: object) -> int:
+    return int(llama_cpp.llama_memory_seq_pos_max(ctx.memory, 0)) + 1  # type: ignore[attr-defined]
+
+
+def model_draft(n: int = 4) -> SpeculationConfig:
+    return SpeculationConfig(drafter=DrafterKind.MODEL, draft_tokens=n, adaptive=False)
+
+
+@pytest.mark.slow
+def test_greedy_speculation_equals_plain_on_f16_target(
+    qwen_target_f16_path: Path, qwen_draft_path: Path
+) -> None:
+    """Bandwidth-bound F16 target: batched and single-step kernels agree, so the text must be identical."""
+    cfg = EngineConfig(str(qwen_target_f16_path), draft_path=str(qwen_draft_path), n_ctx=1024)
+    with Engine(cfg) as eng:
+        total_drafted = 0
+        for prompt in CODE_PROMPTS:
+            eng.reset()
+            plain = eng.generate(ask(prompt, OFF))
+            eng.reset()
+            spec = eng.generate(ask(prompt, model_draft()))
+            assert plain.stats.generated_tokens == 64
+            assert spec.token_ids == plain.token_ids, prompt
+            assert spec.text == plain.text
+            assert spec.stats.verify_passes < plain.stats.verify_passes
+            total_drafted += spec.stats.drafted
+        assert total_drafted > 0
+
+
+@pytest.mark.slow
+def test_quantized_target_emits_its_own_batch_argmax(
+    qwen_target_path: Path, qwen_draft_path: Path, record_property: object
+) -> None:
+    """Q4_K_M target: batched and single-token kernels may disagree on near-ties, so the
+    invariant is that every emitted token is the target's argmax at its place in the
+    verification batch. The mismatch rate against plain decoding is reported."""
+    cfg = EngineConfig(str(qwen_target_path), draft_path=str(qwen_draft_path), n_ctx=1024)
+    with Engine(cfg) as eng:
+        checked = 0
+
+        def trace(batch: list[int], choices: list[int], accepted: int) -> None:
+            nonlocal checked
+            draft = batch[1:]
+            assert choices[:accepted] == draft[:accepted]
+            assert len(choices) == accepted + 1
+            if accepted < len(draft):
+                assert choices[accepted] != draft[accepted]
+            assert kv_len(eng.target) == len(eng.target.tokens)
+            checked += 1
+
+        mismatches = []
+        for prompt in CODE_PROMPTS:
+            eng.reset()
+            plain = eng.generate(ask(prompt, OFF))
+            eng.reset()
+            eng.trace_hook = trace
+            spec = eng.generate(ask(prompt, model_draft()))
+            eng.trace_hook = None
+            first = next((i for i, (a, b) in enumerate(zip(plain.token_ids, spec.token_ids)) if a != b), None)
+            mismatches.append(first)
+        assert checked > 10
+        same = sum(1 for m in mismatches if m is None)
+        record_property("q4km_identical_replies", f"{same}/{len(mismatches)}")  # type: ignore[operator]
+        print(f"Q4_K_M target: {same}/{len(mismatches)} replies identical to plain; first mismatch at {mismatches}")
+
+
+def test_self_drafting_smollm2_accepts_most_tokens(smollm2_path: Path) -> None:
+    cfg = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=1024)
+    with Engine(cfg) as eng:
+        res = eng.generate(ask("Explain what a list is in Python.", model_draft(), max_tokens=96))
+        s = res.stats
+        assert s.drafted > 20
+        assert s.acceptance_rate >= 0.85, s
+        assert s.acceptance_length > 2.0
+        assert len(s.acceptance_rate_by_position) == 4
+        assert s.tokens_per_s > 0 and s.prompt_tokens_per_s > 0
+        assert 0 < s.draft_share < 1
+
+
+class ScriptedDrafter:
+    """Proposes the known plain continuation, with chosen positions corrupted."""
+
+    name = "scripted"
+
+    def __init__(self, prompt_len: int, plain: Sequence[int], corrupt: dict[int, int], eos: int,
+                 extra_after_end: int = 0) -> None:
+        self.prompt_len = prompt_len
+        self.plain = list(plain) + [eos] + [eos + 1] * extra_after_end
+        self.corrupt = corrupt  # step -> index in the draft to corrupt (-1: none)
+        self.step = 0
+        self.proposed: list[list[int]] = []
+
+    def prefill(self, tokens: Sequence[int], should_cancel: object) -> None:
+        pass
+
+    def propose(self, tokens: Sequence[int], n: int, params: object, rng: object) -> Draft:
+        j = len(tokens) - self.prompt_len
+        draft = list(self.plain[j : j + n])
+        bad = self.corrupt.get(self.step, -1)
+        if 0 <= bad < len(draft):
+            draft[bad] = (draft[bad] + 7) % 1000 + 10
+        self.step += 1
+        self.proposed.append(draft)
+        return Draft(draft, None, self.name)
+
+    def close(self) -> None:
+        pass
+
+
+def test_kv_rollback_partial_and_full_acceptance(smollm2_f16_path: Path) -> None:
+    with Engine(EngineConfig(str(smollm2_f16_path), n_ctx=1024)) as eng:
+        req_off = ask("List three colours of the rainbow and say one thing about each.", OFF, max_tokens=60)
+        plain = eng.generate(req_off)
+        prompt_len = len(eng.prompt_tokens(req_off)[0])
+        # Steps alternate: fully accepted, rejected at 0, at 1, at 3, fully accepted...
+        corrupt = {i: [-1, 0, 1, 3][i % 4] for i in range(200)}
+        drafter = ScriptedDrafter(prompt_len, plain.token_ids, corrupt, eng.target_model.eos())
+        eng._choose_drafter = lambda spec: (drafter, SpeculationState(True, "scripted"))  # type: ignore[method-assign]
+        seen_accepts: set[int] = set()
+
+        def trace(batch: list[int], choices: list[int], accepted: int) -> None:
+            seen_accepts.add(accepted)
+            # The cache holds exactly the committed tokens after every step.
+            assert kv_len(eng.target) == len(eng.target.tokens)
+
+        eng.trace_hook = trace
+        eng.reset()
+        spec = eng.generate(ask(req_off.messages[0].content, SpeculationConfig(draft_tokens=4), max_tokens=60))
+        assert spec.token_ids == plain.token_ids
+        assert {0, 1, 3, 4} <= seen_accepts  # partial at each place, and full acceptance
+        assert spec.stats.accepted > 0 and spec.stats.accepted < spec.stats.drafted
+
+
+def test_eos_inside_a_draft_ends_the_reply(smollm2_f16_path: Path) -> None:
+    with Engine(EngineConfig(str(smollm2_f16_path), n_ctx=1024)) as eng:
+        req_off = ask("Reply with only the word: yes", OFF, max_tokens=48)
+        plain = eng.generate(req_off)
+        assert plain.finish_reason is FinishReason.STOP, "the model should end this reply by itself"
+        prompt_len = len(eng.prompt_tokens(req_off)[0])
+        drafter = ScriptedDrafter(prompt_len, plain.token_ids, {}, eng.target_model.eos(), extra_after_end=8)
+        eng._choose_drafter = lambda spec: (drafter, SpeculationState(True, "scripted"))  # type: ignore[method-assign]
+        eng.reset()
+        spec = eng.generate(ask(req_off.messages[0].content, SpeculationConfig(draft_tokens=8), max_tokens=48))
+        assert spec.finish_reason is FinishReason.STOP
+        assert spec.token_ids == plain.token_ids
+        assert spec.text == plain.text
+        # The EOS was part of a proposed draft.
+        assert any(eng.target_model.eos() in d for d in drafter.proposed)
+
+
+def test_real_drafter_rollback_keeps_output_exact_on_f16(smollm2_f16_path: Path, smollm2_path: Path) -> None:
+    """A Q4_1 drafter for the F16 target: partial acceptance all the time; output identical to plain."""
+    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=1024)
+    with Engine(cfg) as eng:
+        assert eng.model_drafter is not None
+        dctx = eng.model_drafter.ctx
+
+        def trace(batch: list[int], choices: list[int], accepted: int) -> None:
+            assert kv_len(eng.target) == len(eng.target.tokens)
+            assert kv_len(dctx) == len(dctx.tokens)
+
+        for prompt in ["Write a haiku about the sea.", "What is 17 times 23? Explain step by step."]:
+            eng.reset()
+            plain = eng.generate(ask(prompt, OFF, max_tokens=64))
+            eng.reset()
+            eng.trace_hook = trace
+            spec = eng.generate(ask(prompt, model_draft(6), max_tokens=64))
+            eng.trace_hook = None
+            assert spec.token_ids == plain.token_ids
+            assert 0 < spec.stats.accepted < spec.stats.drafted
+
+
+def test_next_turn_reuses_both_caches(smollm2_f16_path: Path, smollm2_path: Path) -> None:
+    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=2048)
+    with Engine(cfg) as eng:
+        turn1 = [ChatMessage("system", "You are brief."), ChatMessage("user", "Name a fruit.")]
+        r1 = eng.generate(GenerationRequest(messages=tuple(turn1), max_tokens=24, speculation=model_draft()))
+        turn2 = (*turn1, ChatMessage("assistant", r1.text), ChatMessage("user", "Now name a vegetable."))
+        req2 = GenerationRequest(messages=turn2, max_tokens=24, speculation=model_draft())
+        r2 = eng.generate(req2)
+        assert r2.stats.cached_prompt_tokens > 20
+        assert r2.stats.prompt_tokens < len(eng.prompt_tokens(req2)[0])
+        eng.reset()
+        fresh = eng.generate(req2)
+        assert fresh.stats.cached_prompt_tokens == 0
+        assert fresh.token_ids == r2.token_ids
+
+
+def test_cancel_mid_reply_is_prompt_and_engine_stays_usable(smollm2_path: Path) -> None:
+    cfg = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=1024)
+    with Engine(cfg) as eng:
+        flag = threading.Event()
+        cancelled_at: list[float] = []
+
+        def on_event(ev: object) -> None:
+            if not flag.is_set():
+                flag.set()
+                cancelled_at.append(time.perf_counter())
+
+        res = eng.generate(ask("Write a long essay about rivers.", model_draft(), max_tokens=400),
+                           on_event=on_event, should_cancel=flag.is_set)
+        latency = time.perf_counter() - cancelled_at[0]
+        assert res.finish_reason is FinishReason.CANCELLED
+        assert res.stats.generated_tokens < 50
+        assert latency < 2.0
+        again = eng.generate(ask("Say hello.", model_draft(), max_tokens=16))
+        assert again.stats.generated_tokens > 0 and again.text.strip()
+
+
+def test_cancel_during_a_long_prompt(smollm2_path: Path) -> None:
+    with Engine(EngineConfig(str(smollm2_path), n_ctx=4096, n_batch=64)) as eng:
+        calls = 0
+
+        def cancel() -> bool:
+            nonlocal calls
+            calls += 1
+            return calls > 2
+
+        res = eng.generate(ask("word " * 2000, OFF, max_tokens=8), should_cancel=cancel)
+        assert res.finish_reason is FinishReason.CANCELLED
+        assert res.stats.generated_tokens == 0
+
+
+def test_prompt_longer_than_context_is_refused(smollm2_path: Path) -> None:
+    with Engine(EngineConfig(str(smollm2_path), n_ctx=256)) as eng:
+        with pytest.raises(ContextOverflowError, match="context window holds 256"):
+            eng.generate(ask("tell me about " + "apples and oranges " * 300, OFF, max_tokens=16))
+        ok = eng.generate(ask("Hi!", OFF, max_tokens=8))
+        assert ok.stats.generated_tokens > 0
+
+
+def test_long_chat_drops_oldest_turns_but_keeps_system_prompt(smollm2_path: Path) -> None:
+    with Engine(EngineConfig(str(smollm2_path), n_ctx=512)) as eng:
+        msgs = [ChatMessage("system", "You are a pirate.")]
+        for i in range(30):
+            msgs += [ChatMessage("user", f"Question {i}: tell me about ships number {i}."),
+                     ChatMessage("assistant", f"Arr, ship {i} sails the seas far and wide, matey. " * 2)]
+        msgs.append(ChatMessage("user", "What is your name?"))
+        req = GenerationRequest(messages=tuple(msgs), max_tokens=16, speculation=OFF)
+        res = eng.generate(req)
+        assert res.dropped_messages > 0 and res.dropped_messages % 2 == 0
+        assert "did not fit" in res.notice
+        tokens, _, _ = eng.prompt_tokens(req)
+        text = eng.target_model.tokenize  # noqa: F841
+        prompt_text = b"".join(eng.target_model.piece(t, special=True) for t in tokens).decode()
+        assert "You are a pirate." in prompt_text and "What is your name?" in prompt_text
+        assert "Question 0:" not in prompt_text
+
+
+def test_seeded_sampling_with_speculation_is_reproducible(smollm2_path: Path) -> None:
+    cfg = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=1024)
+    with Engine(cfg) as eng:
+        outs = []
+        for _ in range(2):
+            eng.reset()
+            r = eng.generate(ask("Tell me a fun fact.", model_draft(), max_tokens=48, temperature=0.8, seed=42))
+            outs.append(r.token_ids)
+            assert r.stats.drafted > 0
+        assert outs[0] == outs[1]
+        eng.reset()
+        other = eng.generate(ask("Tell me a fun fact.", model_draft(), max_tokens=48, temperature=0.8, seed=7))
+        assert other.token_ids != outs[0]
+
+
+def test_ngram_drafter_accepts_on_repetitive_text(smollm2_path: Path) -> None:
+    code = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n"
+    with Engine(EngineConfig(str(smollm2_path), n_ctx=1024)) as eng:
+        res = eng.generate(ask("Repeat this code exactly:\n" + code, SpeculationConfig(
+            drafter=DrafterKind.NGRAM, draft_tokens=8, adaptive=False), max_tokens=48))
+        assert res.stats.drafted > 0
+        assert res.stats.accepted > 0
+        assert res.speculation.drafter == "n-gram"
+
+
+def test_no_logits_for_the_whole_context(smollm2_path: Path) -> None:
+    """The engine never asks llama.cpp for n_ctx x n_vocab logits."""
+    with Engine(EngineConfig(str(smollm2_path), n_ctx=2048)) as eng:
+        eng.generate(ask("Hello " * 200, OFF, max_tokens=4))
+        n_out = eng.target._first_out  # logits were requested from this batch index on
+        assert eng.target.batch.n_tokens - n_out <= 17
+        assert isinstance(eng.target.logits(0), np.ndarray)
