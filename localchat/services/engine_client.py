@@ -1,0 +1,329 @@
+"""EngineClient: the GUI's handle on the engine process, as a QObject with signals.
+
+Signals (all emitted on the thread that owns the client, the GUI thread)::
+
+    load_started()                        a Load was sent
+    loaded(EngineInfo)                    the last requested model is ready
+    load_failed(str)                      a sentence: why it could not be loaded
+    tokens_received(TokenEvent)           streamed text, merged to at most ~30 per second
+    generation_finished(GenerationResult) the reply ended (finish_reason CANCELLED after cancel())
+    generation_failed(str)                a sentence: why no reply was produced
+    engine_died(str)                      a sentence: the process ended unexpectedly; ends any reply
+                                          in progress (the text received so far is the partial reply)
+
+Methods: ``start()``, ``load(config)``, ``generate(request) -> request id``,
+``cancel()``, ``unload()``, ``restart()``, ``kill()``, ``stop()``/``shutdown()``;
+state: ``pid``, ``info``, ``config``, ``is_running``, ``is_loading``,
+``is_generating``, ``memory_bytes()``.
+
+How it stays responsive: the pipe is polled by a QTimer every
+``POLL_INTERVAL_MS`` on the GUI thread; each tick reads what is waiting
+without blocking (and for at most ``TICK_BUDGET_S``), so the GUI thread never
+waits on the engine. No extra thread means no cross-thread signal delivery to
+reason about.
+
+After a crash: ``engine_died`` carries "The engine stopped unexpectedly (exit
+code -9). Your chat is saved; the next message starts a new engine." and the
+next ``load`` or ``generate`` starts a new process (``generate`` reloads the
+last model first). A hung engine: if a reply has not ended
+``cancel_timeout_s`` after ``cancel()``, the process is killed and
+``engine_died`` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import psutil
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from localchat.engine.types import EngineConfig, EngineInfo, GenerationRequest
+from localchat.host.process import EngineGone, EngineProcess
+from localchat.host.protocol import (
+    Cancel,
+    Failed,
+    Finished,
+    Generate,
+    Load,
+    Loaded,
+    LoadFailed,
+    Reply,
+    Tokens,
+    Unload,
+    Unloaded,
+)
+from localchat.host.worker import DEFAULT_ENGINE
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL_MS = 15
+TICK_BUDGET_S = 0.02  # stop reading after this long in one tick and let the event loop breathe
+EXIT_CODE_WAIT_S = 1.0  # after EOF, how long to wait for the process's exit code before reporting
+
+
+def died_sentence(exitcode: int | None) -> str:
+    code = "exit code unknown" if exitcode is None else f"exit code {exitcode}"
+    return (
+        f"The engine stopped unexpectedly ({code}). Your chat is saved; the next message starts a new engine."
+    )
+
+
+class EngineClient(QObject):
+    load_started = Signal()
+    loaded = Signal(object)  # EngineInfo
+    load_failed = Signal(str)
+    tokens_received = Signal(object)  # TokenEvent
+    generation_finished = Signal(object)  # GenerationResult
+    generation_failed = Signal(str)
+    engine_died = Signal(str)
+
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        *,
+        engine_factory: str = DEFAULT_ENGINE,
+        log_path: str | None = None,
+        cancel_timeout_s: float = 5.0,
+    ) -> None:
+        super().__init__(parent)
+        self._engine_factory = engine_factory
+        self._log_path = log_path
+        self.cancel_timeout_s = cancel_timeout_s
+        self._process: EngineProcess | None = None
+        self._config: EngineConfig | None = None
+        self._info: EngineInfo | None = None
+        self._pending_loads = 0
+        self._next_request_id = 1
+        self._active_request: int | None = None
+        self._gone_since: float | None = None  # EOF seen, waiting for the exit code
+        self._hung_message = ""
+
+        self._poll_timer = QTimer(self)
+        self._poll_timer.setInterval(POLL_INTERVAL_MS)
+        self._poll_timer.timeout.connect(self._on_poll_timer_timeout)
+        self._cancel_timer = QTimer(self)
+        self._cancel_timer.setSingleShot(True)
+        self._cancel_timer.timeout.connect(self._on_cancel_timer_timeout)
+
+    # State
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def info(self) -> EngineInfo | None:
+        """What is loaded, or None (no model, loading, or the engine died)."""
+        return self._info
+
+    @property
+    def config(self) -> EngineConfig | None:
+        """The last configuration passed to ``load`` (reloaded by ``generate`` after a crash)."""
+        return self._config
+
+    @property
+    def is_running(self) -> bool:
+        return self._process is not None and self._gone_since is None and self._process.is_alive()
+
+    @property
+    def is_loading(self) -> bool:
+        return self._pending_loads > 0
+
+    @property
+    def is_generating(self) -> bool:
+        return self._active_request is not None
+
+    def memory_bytes(self) -> int | None:
+        """The engine process's resident memory, for the status bar; None when it is not running."""
+        pid = self.pid
+        if pid is None or self._gone_since is not None:
+            return None
+        try:
+            return int(psutil.Process(pid).memory_info().rss)
+        except psutil.Error:
+            return None
+
+    # Commands
+
+    def start(self) -> None:
+        """Start the engine process if none is running (no model is loaded yet)."""
+        if self._process is not None and self._gone_since is None:
+            return
+        self._discard_process()
+        process = EngineProcess(self._engine_factory, self._log_path)
+        process.start()
+        self._process = process
+        self._poll_timer.start()
+
+    def load(self, config: EngineConfig) -> None:
+        """Load a model (replacing the current one); answers with loaded or load_failed."""
+        if self._active_request is not None:
+            self.cancel()
+        self.start()
+        self._config = config
+        self._info = None
+        if self._send(Load(config)):
+            self._pending_loads += 1
+            self.load_started.emit()
+
+    def generate(self, request: GenerationRequest) -> int:
+        """Start a reply; returns its request id. Raises RuntimeError if one is already running.
+
+        With no engine process (never started, or it died) the last model is
+        loaded in a new one first; with no model ever loaded, generation_failed says so.
+        """
+        if self._active_request is not None:
+            raise RuntimeError("a reply is already being generated; cancel it first")
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        if not self.is_running:
+            if self._config is None:
+                self.generation_failed.emit("No model is loaded; choose a model first.")
+                return request_id
+            log.info("starting a new engine for request %d", request_id)
+            self.load(self._config)
+        if self._send(Generate(request_id, request)):
+            self._active_request = request_id
+        return request_id
+
+    def cancel(self) -> None:
+        """Stop the reply in progress; generation_finished follows with finish_reason CANCELLED.
+
+        If the engine has not answered within ``cancel_timeout_s`` it is killed
+        (engine_died tells the GUI).
+        """
+        if self._active_request is None:
+            return
+        if self._send(Cancel(self._active_request)) and not self._cancel_timer.isActive():
+            self._cancel_timer.start(int(self.cancel_timeout_s * 1000))
+
+    def unload(self) -> None:
+        """Free the model; the process stays for the next load."""
+        self._info = None
+        if self._process is not None and self._gone_since is None:
+            self._send(Unload())
+
+    def restart(self) -> None:
+        """Kill the current process (if any) and start a fresh one with no model; call load() next."""
+        self.kill()
+        self.start()
+
+    def kill(self) -> None:
+        """End the engine process at once, without engine_died (the caller asked for it)."""
+        self._end_reply_state()
+        self._discard_process()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Shut the engine down at app exit; blocks up to ``timeout`` seconds, then kills it."""
+        self._end_reply_state()
+        if self._process is not None:
+            self._process.stop(timeout)
+        self._discard_process()
+
+    shutdown = stop
+
+    # Internals
+
+    def _send(self, message: Any) -> bool:
+        assert self._process is not None
+        try:
+            self._process.send(message)
+        except EngineGone:
+            self._note_gone()
+            return False
+        return True
+
+    def _on_poll_timer_timeout(self) -> None:
+        if self._process is None:
+            self._poll_timer.stop()
+            return
+        if self._gone_since is None:
+            deadline = time.monotonic() + TICK_BUDGET_S
+            try:
+                while time.monotonic() < deadline:
+                    reply = self._process.receive(0)
+                    if reply is None:
+                        break
+                    self._dispatch(reply)
+                    if self._process is None:  # a slot called kill() or restart()
+                        return
+            except EngineGone:
+                self._note_gone()
+        if self._gone_since is not None:
+            exitcode = self._process.exitcode
+            if exitcode is None and time.monotonic() - self._gone_since < EXIT_CODE_WAIT_S:
+                return
+            self._report_death(exitcode)
+
+    def _dispatch(self, reply: Reply) -> None:
+        if isinstance(reply, Tokens):
+            if reply.request_id == self._active_request:
+                self.tokens_received.emit(reply.event)
+        elif isinstance(reply, Finished):
+            if reply.request_id == self._active_request:
+                self._end_reply_state()
+                self.generation_finished.emit(reply.result)
+        elif isinstance(reply, Failed):
+            if reply.request_id == self._active_request:
+                self._end_reply_state()
+                self.generation_failed.emit(reply.message)
+        elif isinstance(reply, Loaded):
+            self._pending_loads = max(0, self._pending_loads - 1)
+            if self._pending_loads == 0:  # an older load's answer is stale once another was asked for
+                self._info = reply.info
+                self.loaded.emit(reply.info)
+        elif isinstance(reply, LoadFailed):
+            self._pending_loads = max(0, self._pending_loads - 1)
+            if self._pending_loads == 0:
+                self._info = None
+                self.load_failed.emit(reply.message)
+        elif isinstance(reply, Unloaded):
+            pass
+        else:
+            log.warning("unexpected reply from the engine: %r", reply)
+
+    def _on_cancel_timer_timeout(self) -> None:
+        if self._active_request is None or self._process is None:
+            return
+        log.warning("the engine did not stop within %.1f s of cancel; killing it", self.cancel_timeout_s)
+        self._hung_message = (
+            f"The engine did not stop within {self.cancel_timeout_s:g} seconds, so it was ended. "
+            "Your chat is saved; the next message starts a new engine."
+        )
+        self._process.kill()
+        self._note_gone()
+
+    def _note_gone(self) -> None:
+        if self._gone_since is None:
+            self._gone_since = time.monotonic()
+            self._poll_timer.start()
+
+    def _report_death(self, exitcode: int | None) -> None:
+        was_loading = self._pending_loads > 0
+        sentence = self._hung_message or died_sentence(exitcode)
+        log.warning("engine process %s ended (exit code %s)", self.pid, exitcode)
+        self._end_reply_state()
+        self._discard_process()
+        self.engine_died.emit(sentence)
+        if was_loading:
+            self.load_failed.emit(
+                f"The engine stopped while loading the model (exit code {exitcode}); the file may be "
+                "damaged or too large for this computer's memory."
+            )
+
+    def _end_reply_state(self) -> None:
+        self._active_request = None
+        self._cancel_timer.stop()
+
+    def _discard_process(self) -> None:
+        process, self._process = self._process, None
+        self._gone_since = None
+        self._hung_message = ""
+        self._pending_loads = 0
+        self._info = None
+        self._poll_timer.stop()
+        if process is not None:
+            process.kill()
+            process.close()
