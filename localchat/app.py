@@ -64,6 +64,10 @@ class AppParts:
 
 def _memory_probe(engine: QObject) -> Callable[[], int | None]:
     def probe() -> int | None:
+        memory_bytes = getattr(engine, "memory_bytes", None)
+        if callable(memory_bytes):
+            value = memory_bytes()
+            return int(value) if value is not None else None
         pid = getattr(engine, "pid", None)
         if callable(pid):
             pid = pid()

@@ -439,7 +439,8 @@ class MainWindow(QMainWindow):
         self._engine_info = None
         self.status.engine_stopped()
         text = sentence or "The engine stopped unexpectedly."
-        text += " Your chats are safe; the next message starts a new engine."
+        if "next message" not in text:
+            text += " Your chats are safe; the next message starts a new engine."
         if self._reply is not None:
             self._finish_reply(None, text)
         else:
