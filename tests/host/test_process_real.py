@@ -1,0 +1,121 @@
+"""The engine process with the real Engine on SmolLM2-135M: load, stream, cancel, survive a kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from localchat.engine.types import (
+    ChatMessage,
+    DrafterKind,
+    EngineConfig,
+    FinishReason,
+    GenerationRequest,
+    SpeculationConfig,
+)
+from localchat.host import EngineGone, EngineProcess
+from localchat.host.protocol import Cancel, Finished, Generate, Load, Loaded, Reply, Tokens
+
+# A raw prompt that greedy decoding keeps continuing (no early end of text).
+LONG = GenerationRequest(
+    prompt="Counting: 1, 2, 3, 4, 5, 6, 7, 8,", max_tokens=4000, speculation=SpeculationConfig(enabled=False)
+)
+PROMPT = (ChatMessage("user", "List the days of the week, one per line."),)
+
+
+def _next(proc: EngineProcess, timeout: float = 120.0) -> Reply:
+    reply = proc.receive(timeout)
+    assert reply is not None, "no reply from the engine in time"
+    return reply
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2_path: Path):
+    proc = EngineProcess()
+    proc.start()
+    # SmolLM2 drafting for itself: speculation runs and is accepted almost always.
+    proc.send(Load(EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=1024)))
+    reply = _next(proc)
+    assert isinstance(reply, Loaded), reply
+    yield proc, reply.info
+    proc.stop()
+
+
+def test_generate_streams_tokens_with_statistics(engine) -> None:
+    proc, info = engine
+    assert info.draft is not None and info.speculation.active
+    request = GenerationRequest(
+        messages=PROMPT,
+        max_tokens=40,
+        speculation=SpeculationConfig(drafter=DrafterKind.MODEL, adaptive=False),
+    )
+    proc.send(Generate(1, request))
+    tokens: list[Tokens] = []
+    while True:
+        reply = _next(proc)
+        if isinstance(reply, Tokens):
+            tokens.append(reply)
+            continue
+        assert isinstance(reply, Finished), reply
+        break
+    result = reply.result
+    assert result.finish_reason in (FinishReason.STOP, FinishReason.LENGTH)
+    assert result.text.strip()
+    assert tokens and "".join(t.event.text for t in tokens) == result.text
+    assert sum(t.event.n_tokens for t in tokens) == result.stats.generated_tokens
+    assert result.stats.tokens_per_s > 0
+    assert tokens[-1].event.stats.tokens_per_s > 0
+    assert result.stats.acceptance_length > 1.0
+
+
+def test_cancel_returns_promptly_and_the_engine_stays_usable(engine) -> None:
+    proc, _ = engine
+    proc.send(Generate(2, LONG))
+    assert isinstance(_next(proc), Tokens)
+    started = time.monotonic()
+    proc.send(Cancel(2))
+    while True:
+        reply = _next(proc, 10)
+        if not isinstance(reply, Tokens):
+            break
+    assert isinstance(reply, Finished) and reply.result.finish_reason is FinishReason.CANCELLED
+    assert time.monotonic() - started < 2.0
+    proc.send(Generate(3, GenerationRequest(messages=PROMPT, max_tokens=4)))
+    while isinstance(reply := _next(proc), Tokens):
+        pass
+    assert isinstance(reply, Finished) and reply.result.stats.generated_tokens > 0
+
+
+def test_kill_mid_reply_then_a_new_process_works(smollm2_path: Path) -> None:
+    config = EngineConfig(str(smollm2_path), n_ctx=512)
+    proc = EngineProcess()
+    proc.start()
+    try:
+        proc.send(Load(config))
+        assert isinstance(_next(proc), Loaded)
+        proc.send(Generate(1, LONG))
+        assert isinstance(_next(proc), Tokens)
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGKILL)
+        with pytest.raises(EngineGone):
+            while True:
+                _next(proc, 10)
+    finally:
+        proc.kill()
+    assert proc.exitcode == -signal.SIGKILL
+
+    fresh = EngineProcess()
+    fresh.start()
+    try:
+        fresh.send(Load(config))
+        assert isinstance(_next(fresh), Loaded)
+        fresh.send(Generate(1, GenerationRequest(messages=PROMPT, max_tokens=4)))
+        while isinstance(reply := _next(fresh), Tokens):
+            pass
+        assert isinstance(reply, Finished) and reply.result.text
+    finally:
+        fresh.stop()
