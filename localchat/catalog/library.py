@@ -1,0 +1,302 @@
+"""The local model library and automatic drafter pairing.
+
+Models live in localchat's models folder (platformdirs' user data folder),
+in huggingface-hub's cache, and in any folders or single files the user adds
+(an LM Studio folder, an Ollama-exported GGUF). The library lists the GGUF
+files there with their header metadata; a file that cannot be read is listed
+with the reason instead of being dropped, so the UI can say why.
+
+Pairing picks what drafts for a target, in this order:
+1. the drafter drafters.toml lists for the target, if it is on disk and
+   shares the target's vocabulary;
+2. otherwise a local model with the same vocabulary fingerprint and at most
+   about an eighth of the target's size (a bigger drafter costs more time than
+   it saves);
+3. otherwise n-gram prompt lookup, which needs no model.
+The choice always comes with a sentence saying why, for the status bar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from localchat.catalog.drafters import DRAFT_MODEL, MTP, NGRAM, Catalog, Drafter
+from localchat.catalog.errors import GgufError
+from localchat.catalog.gguf import GgufMetadata, MetadataCache, read_metadata
+
+NONE = "none"  # no speculation possible for this target
+MAX_DRAFT_RATIO = 1 / 8
+MAX_VOCAB_DIFFERENCE = 128  # llama.cpp's limit on vocabulary size differences
+
+_SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+
+
+def default_models_dir() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("localchat")) / "models"
+
+
+def hf_cache_dir() -> Path:
+    """huggingface-hub's cache folder (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub)."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A GGUF on disk, with its metadata or the sentence saying why it cannot be used."""
+
+    path: Path
+    size: int  # bytes, all shards of a split model together
+    metadata: GgufMetadata | None
+    error: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def usable(self) -> bool:
+        return self.metadata is not None and not self.metadata.is_projector
+
+
+class Library:
+    """GGUF models in some folders plus some single files; scanned on demand."""
+
+    def __init__(
+        self,
+        models_dirs: Sequence[str | os.PathLike[str]],
+        extra_files: Sequence[str | os.PathLike[str]] = (),
+        cache: MetadataCache | None = None,
+    ) -> None:
+        self.models_dirs = tuple(Path(d) for d in models_dirs)
+        self.extra_files = tuple(Path(f) for f in extra_files)
+        self.cache = cache
+        self._models: list[LocalModel] | None = None
+
+    def refresh(self) -> list[LocalModel]:
+        seen: set[Path] = set()
+        found: list[LocalModel] = []
+        for path in [*self._scan_dirs(), *self.extra_files]:
+            try:
+                key = path.resolve()
+            except OSError:
+                key = path
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append(self.describe(path))
+        found.sort(key=lambda m: m.name.lower())
+        self._models = found
+        return found
+
+    def models(self) -> list[LocalModel]:
+        return self._models if self._models is not None else self.refresh()
+
+    def describe(self, path: Path) -> LocalModel:
+        size = _total_size(path)
+        try:
+            return LocalModel(path, size, read_metadata(path, self.cache))
+        except GgufError as exc:
+            return LocalModel(path, size, None, str(exc))
+
+    def find_file(self, filename: str, repo: str = "") -> LocalModel | None:
+        """A usable model whose file is called ``filename``; one under a folder named after ``repo`` first."""
+        base = Path(filename).name.lower()
+        matches = [m for m in self.models() if m.usable and m.name.lower() == base]
+        if repo:
+            repo_parts = tuple(p.lower() for p in repo.split("/"))
+            for m in matches:
+                parents = tuple(p.lower() for p in m.path.parent.parts[-2:])
+                if parents == repo_parts:
+                    return m
+        return matches[0] if matches else None
+
+    def _scan_dirs(self) -> Iterable[Path]:
+        for root in self.models_dirs:
+            if not root.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+                # Hidden folders hold temporary downloads and caches, never finished models.
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for fn in sorted(filenames):
+                    if not fn.lower().endswith(".gguf") or fn.startswith("."):
+                        continue
+                    shard = _SHARD_RE.search(fn)
+                    if shard and int(shard.group(1)) != 1:
+                        continue  # a split model is listed once, by its first shard
+                    path = Path(dirpath) / fn
+                    if path.is_file():
+                        yield path
+
+
+def _total_size(path: Path) -> int:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return 0
+    shard = _SHARD_RE.search(path.name)
+    if shard and int(shard.group(1)) == 1:
+        count = int(shard.group(2))
+        stem = path.name[: shard.start()]
+        for n in range(2, count + 1):
+            other = path.with_name(f"{stem}-{n:05d}-of-{count:05d}.gguf")
+            with contextlib.suppress(OSError):
+                size += other.stat().st_size
+    return size
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """What will draft for a target, and why, in a sentence for the UI."""
+
+    kind: str  # DRAFT_MODEL, NGRAM or NONE
+    draft_path: Path | None
+    reason: str
+    draft_tokens: int = 4
+    source: str = "fallback"  # "catalog", "fingerprint" or "fallback"
+    missing_drafter: Drafter | None = None  # the catalog's drafter, when it could be downloaded
+
+
+def _label(meta: GgufMetadata, path: Path) -> str:
+    return path.name if not meta.name else f"{meta.name} ({path.name})"
+
+
+def _compatible(target: GgufMetadata, draft: GgufMetadata) -> bool:
+    return (
+        bool(target.fingerprint)
+        and draft.fingerprint == target.fingerprint
+        and abs(draft.n_vocab - target.n_vocab) <= MAX_VOCAB_DIFFERENCE
+    )
+
+
+def pair_drafter(
+    target_path: str | os.PathLike[str],
+    catalog: Catalog,
+    library: Library,
+    max_ratio: float = MAX_DRAFT_RATIO,
+) -> Pairing:
+    """Choose the drafter for ``target_path``: catalog drafter, same-vocabulary local model, or n-gram."""
+    tpath = Path(target_path)
+    try:
+        target = read_metadata(tpath, library.cache)
+    except GgufError as exc:
+        return Pairing(NONE, None, f"Speculative decoding is off because the target cannot be read: {exc}")
+    if target.is_recurrent:
+        return Pairing(
+            NONE,
+            None,
+            (
+                f"{tpath.name} is a recurrent or hybrid model ({target.architecture}); its state "
+                "cannot be rolled back token by token, so speculative decoding is off."
+            ),
+        )
+    if not target.has_vocab:
+        return Pairing(
+            NONE, None, f"{tpath.name} has no vocabulary in its header, so nothing can draft for it."
+        )
+    target_size = _total_size(tpath) or target.file_size
+    try:
+        target_key = tpath.resolve()
+    except OSError:
+        target_key = tpath
+
+    notes: list[str] = []
+    missing: Drafter | None = None
+    ngram_tokens = 4
+    match = catalog.find_target_file(tpath.name)
+    if match is not None:
+        entry, _quant = match
+        for d in entry.drafters:
+            if d.kind == NGRAM:
+                ngram_tokens = d.draft_tokens
+        first = entry.drafters[0]
+        if first.kind == NGRAM:
+            return Pairing(
+                NGRAM,
+                None,
+                (
+                    f"The catalog recommends n-gram prompt lookup for {entry.display_name}"
+                    + (f": {first.notes}" if first.notes else ".")
+                ),
+                first.draft_tokens,
+                "catalog",
+            )
+        for d in entry.drafters:
+            if d.kind == MTP or d.experimental:
+                continue
+            if d.kind != DRAFT_MODEL:
+                continue
+            local = library.find_file(d.filename, d.repo)
+            if local is None:
+                missing = missing or d
+                notes.append(
+                    f"The catalog's drafter for {entry.display_name}, {Path(d.filename).name}, "
+                    "is not downloaded."
+                )
+                continue
+            assert local.metadata is not None
+            if not _compatible(target, local.metadata):
+                notes.append(f"The catalog's drafter {local.name} does not share the target's vocabulary.")
+                continue
+            return Pairing(
+                DRAFT_MODEL,
+                local.path,
+                (f"{local.name} drafts for {entry.display_name}, as the catalog recommends."),
+                d.draft_tokens,
+                "catalog",
+            )
+
+    same_vocab = [
+        m
+        for m in library.models()
+        if m.usable
+        and m.metadata is not None
+        and not m.metadata.is_recurrent
+        and _compatible(target, m.metadata)
+        and _resolve(m.path) != target_key
+    ]
+    small = [m for m in same_vocab if m.size <= target_size * max_ratio]
+    if small:
+        best = max(small, key=lambda m: m.size)
+        assert best.metadata is not None
+        share = best.size / target_size if target_size else 0.0
+        reason = " ".join(
+            [
+                *notes,
+                (
+                    f"{best.name} shares {tpath.name}'s vocabulary and is {share:.0%} of its size, "
+                    "so it drafts for it."
+                ),
+            ]
+        )
+        return Pairing(DRAFT_MODEL, best.path, reason, 4, "fingerprint", missing)
+
+    why: list[str] = list(notes)
+    too_big = [m for m in same_vocab if m.size > target_size * max_ratio]
+    if too_big:
+        m = min(too_big, key=lambda m: m.size)
+        why.append(
+            f"{m.name} shares its vocabulary but is {m.size / target_size:.0%} of its size "
+            f"(a drafter should be at most {max_ratio:.0%}), so it would not speed it up."
+        )
+    elif not notes:
+        why.append(f"No local model shares {tpath.name}'s vocabulary.")
+    why.append("localchat drafts with n-gram prompt lookup instead.")
+    if missing is not None:
+        why.append(f"Download {Path(missing.filename).name} to use a draft model.")
+    return Pairing(NGRAM, None, " ".join(why), ngram_tokens, "fallback", missing)
+
+
+def _resolve(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path
