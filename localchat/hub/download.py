@@ -127,14 +127,14 @@ def is_verified(path: Path) -> bool:
         return False
 
 
-def _free_space(path: Path) -> int:
+def free_space_of(path: Path) -> int:
     for p in (path, *path.parents):
         with contextlib.suppress(OSError):
             return shutil.disk_usage(p).free
     return 0
 
 
-def _human(n: float) -> str:
+def human_bytes(n: float) -> str:
     for unit in ("bytes", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
@@ -312,7 +312,7 @@ class DownloadJob:
         self.progress = progress
         self._cancel_event = threading.Event()
         self._cancel_token = cancel
-        self.free_space = free_space or _free_space
+        self.free_space = free_space or free_space_of
         # Validate every path before anything touches the network or the disk.
         self.paths = tuple(local_path(self.models_dir, i.repo, i.filename) for i in self.items)
 
@@ -438,8 +438,8 @@ class DownloadJob:
         free = self.free_space(self.models_dir)
         if free < needed:
             raise NotEnoughSpaceError(
-                f"Not enough disk space: the download needs {_human(needed)} in {self.models_dir}, "
-                f"which has {_human(free)} free."
+                f"Not enough disk space: the download needs {human_bytes(needed)} in {self.models_dir}, "
+                f"which has {human_bytes(free)} free."
             )
 
     def _fetch(self, k: int, remote: _Remote, tracker: _Tracker) -> None:
@@ -533,7 +533,7 @@ class DownloadJob:
                 "(the part already downloaded is kept)."
             )
         kept = (
-            f"; the {_human(_size(part))} already downloaded are kept and the next try resumes"
+            f"; the {human_bytes(_size(part))} already downloaded are kept and the next try resumes"
             if part and _size(part)
             else ""
         )

