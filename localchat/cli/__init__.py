@@ -17,6 +17,8 @@ from collections.abc import Sequence
 COMMANDS: tuple[str, ...] = (
     "localchat.cli.generate",
     "localchat.cli.bench",
+    "localchat.cli.models",
+    "localchat.cli.pull",
 )
 
 
