@@ -211,8 +211,10 @@ class _Tracker:
 class _Bar:
     """The tqdm stand-in huggingface-hub's http_get drives: only update() matters."""
 
-    def __init__(self, tracker: _Tracker, **_kwargs: Any) -> None:
-        self.tracker = tracker
+    tracker: _Tracker  # set on a per-job subclass: huggingface-hub wants a class, not an instance
+
+    def __init__(self, **_kwargs: Any) -> None:
+        pass
 
     def __enter__(self) -> _Bar:
         return self
@@ -445,7 +447,7 @@ class DownloadJob:
     def _fetch(self, k: int, remote: _Remote, tracker: _Tracker) -> None:
         from huggingface_hub import constants
         from huggingface_hub.file_download import http_get
-        from huggingface_hub.utils import build_hf_headers
+        from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # documented public path
 
         item, path = self.items[k], self.paths[k]
         part = _part(path)
@@ -468,7 +470,7 @@ class DownloadJob:
                     headers=headers,
                     expected_size=remote.size,
                     displayed_filename=Path(item.filename).name,
-                    tqdm_class=cast(Any, lambda **kw: _Bar(tracker, **kw)),
+                    tqdm_class=cast(Any, type("_JobBar", (_Bar,), {"tracker": tracker})),
                 )
                 writer.flush()
                 got = writer.digest.hexdigest()
