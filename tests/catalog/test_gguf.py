@@ -162,3 +162,19 @@ def test_corrupt_cache_file_is_ignored(tmp_path: Path) -> None:
     (cache_dir / MetadataCache.FILENAME).write_text("{not json")
     p = write_gguf(tmp_path / "m.gguf", vocab_kv(["a", "b", "c"]))
     assert read_metadata(p, MetadataCache(cache_dir)).n_vocab == 3
+
+
+def test_catalog_and_hub_import_neither_qt_nor_llama_cpp() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, localchat.catalog.gguf, localchat.catalog.library, localchat.catalog.drafters, "
+        "localchat.hub.download, localchat.hub.pull; "
+        "bad = [m for m in ('llama_cpp', 'PySide6', 'huggingface_hub') if m in sys.modules]; "
+        "sys.exit(', '.join(bad) or None)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, (
+        proc.stderr
+    )  # huggingface_hub too: it is imported only when a download starts

@@ -260,3 +260,14 @@ def test_unreachable_hub(hub: HubServer, models: Path, pair: tuple[bytes, bytes]
     # ...and a missing file gets a sentence about the connection.
     with pytest.raises(ConnectionLostError, match=r"Cannot reach the hub at http://127\.0\.0\.1:\d+"):
         DownloadJob([DRAFT], models, endpoint=url).run()
+
+
+def test_hf_hub_offline_environment_is_honoured(
+    hub: HubServer, models: Path, pair: tuple[bytes, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(NotAvailableOfflineError):
+        DownloadJob([TARGET], models, endpoint=hub.url).run()
+    assert hub.requests == []
