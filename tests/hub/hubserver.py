@@ -40,6 +40,7 @@ class HubServer:
     drop_after: dict[str, int] = field(default_factory=dict)  # filename -> bytes sent before the cut (once)
     fake_sha: dict[str, str] = field(default_factory=dict)  # filename -> SHA-256 to advertise instead
     delay_per_block_s: float = 0.0
+    redirect: bool = False  # answer resolve URLs with 302 to a content URL, as the real hub does for LFS
     block: int = 64 * 1024
     requests: list[Request] = field(default_factory=list)
     _sha_cache: dict[Path, str] = field(default_factory=dict)
@@ -111,6 +112,9 @@ class HubServer:
         self.requests.append(
             Request("HEAD" if head else "GET", path, h.headers.get("Range"), h.headers.get("Authorization"))
         )
+        cdn = re.match(r"^/cdn/([^/]+/[^/]+)/(.+)$", path)
+        if cdn:
+            return self._serve(h, head, cdn.group(1), cdn.group(2), self.root / cdn.group(1) / cdn.group(2))
         m = _PATH_RE.match(path)
         if not m:
             return self._error(h, 404, None, "Not found")
@@ -125,7 +129,20 @@ class HubServer:
         file = self.root / repo / filename
         if not file.is_file():
             return self._error(h, 404, "EntryNotFound", "Entry not found")
+        if self.redirect:
+            h.send_response(302)
+            h.send_header("Location", f"{self.url}/cdn/{repo}/{filename}")
+            h.send_header("X-Repo-Commit", COMMIT)
+            h.send_header("X-Linked-Etag", f'"{self.fake_sha.get(filename) or self.sha256(file)}"')
+            h.send_header("X-Linked-Size", str(file.stat().st_size))
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return None
+        return self._serve(h, head, repo, filename, file)
 
+    def _serve(self, h: BaseHTTPRequestHandler, head: bool, repo: str, filename: str, file: Path) -> None:
+        if not file.is_file():
+            return self._error(h, 404, None, "Not found")
         size = file.stat().st_size
         sha = self.fake_sha.get(filename) or self.sha256(file)
         start = 0

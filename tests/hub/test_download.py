@@ -271,3 +271,15 @@ def test_hf_hub_offline_environment_is_honoured(
     with pytest.raises(NotAvailableOfflineError):
         DownloadJob([TARGET], models, endpoint=hub.url).run()
     assert hub.requests == []
+
+
+def test_redirect_to_a_content_url_like_the_real_hub(
+    hub: HubServer, models: Path, pair: tuple[bytes, bytes]
+) -> None:
+    hub.redirect = True
+    hub.drop_after[TARGET.filename] = 1_000_000
+    [path] = DownloadJob([TARGET], models, endpoint=hub.url).run()
+    assert path.read_bytes() == pair[0]
+    methods = [(r.method, r.path.split("/")[1]) for r in hub.requests]
+    assert methods[0] == ("HEAD", "org")  # the resolve URL answers 302 with the LFS metadata
+    assert [m for m in methods if m[0] == "GET"] == [("GET", "cdn"), ("GET", "cdn")]  # body, then the rest
