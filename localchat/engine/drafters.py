@@ -87,7 +87,6 @@ class ModelDrafter:
         self.ctx = ctx
         self.name = name
         self.p_min = p_min
-        self.steps = 0  # forward passes, for cost estimates
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
         sync_context(self.ctx, tokens, should_cancel)
@@ -101,7 +100,6 @@ class ModelDrafter:
         if n <= 0:
             return Draft(source=self.name)
         sync_context(ctx, tokens)
-        self.steps += 1
         out: list[int] = []
         dists: list[sampling.Dist] | None = None if params.greedy else []
         history = list(tokens)
@@ -125,7 +123,6 @@ class ModelDrafter:
             if ctx.model.is_eog(tok) or i == n - 1:
                 break
             ctx.decode([tok], logits_for="last")
-            self.steps += 1
         return Draft(out, dists, self.name)
 
     def close(self) -> None:

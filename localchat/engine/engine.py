@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from localchat.engine.adaptive import DraftPolicy, FixedPolicy
+from localchat.engine.adaptive import AdaptivePolicy, CostModel, DraftPolicy, FixedPolicy
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
 from localchat.engine.chat_format import ChatFormatter
 from localchat.engine.compat import check_compatible
@@ -73,7 +73,8 @@ class Engine:
         self.draft_model: Model | None = None
         self.model_drafter: ModelDrafter | None = None
         self.draft_problem = ""  # why the draft model is not in use, in words
-        self._policies: dict[str, DraftPolicy] = {}
+        self._policies: dict[tuple[str, str], AdaptivePolicy] = {}  # (session, drafter) -> policy
+        self.cost = CostModel()  # timings of this hardware, shared by every conversation
         self.trace_hook: Callable[[list[int], list[int], int], None] | None = None  # see DecodeLoop.trace
         if config.draft_path:
             self._load_drafter(Path(config.draft_path), n_ctx, threads)
@@ -140,8 +141,20 @@ class Engine:
     def speculation_state(self, spec: SpeculationConfig) -> SpeculationState:
         return self._choose_drafter(spec)[1]
 
-    def _policy(self, request: GenerationRequest) -> DraftPolicy:
-        return FixedPolicy(request.speculation.draft_tokens)
+    def _policy(self, request: GenerationRequest, drafter: Drafter | None) -> DraftPolicy:
+        spec = request.speculation
+        if drafter is None or not spec.adaptive:
+            return FixedPolicy(spec.draft_tokens)
+        source = self.model_drafter.name if self.model_drafter is not None and drafter is not self.ngram \
+            else self.ngram.name
+        key = (request.session, drafter.name)
+        policy = self._policies.get(key)
+        if policy is None:
+            if len(self._policies) >= 64:  # forget the oldest conversation
+                self._policies.pop(next(iter(self._policies)))
+            policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source)
+            self._policies[key] = policy
+        return policy
 
     # -- generation -------------------------------------------------------------------
     def prompt_tokens(self, request: GenerationRequest) -> tuple[list[int], int, tuple[str, ...]]:
@@ -167,7 +180,7 @@ class Engine:
         cancel = should_cancel or _never
         tokens, dropped, template_stops = self.prompt_tokens(request)
         drafter, spec_state = self._choose_drafter(request.speculation)
-        policy = self._policy(request)
+        policy = self._policy(request, drafter)
         rec = StatsRecorder()
         loop = DecodeLoop(self.target, drafter, policy, request.sampling, rec, cancel, request.max_tokens)
         loop.trace = self.trace_hook

@@ -29,7 +29,6 @@ class GenerationStats:
     accepted: int = 0  # draft tokens accepted
     drafted_per_position: tuple[int, ...] = ()
     accepted_per_position: tuple[int, ...] = ()
-    draft_model_steps: int = 0  # draft-model forward passes (for cost estimates)
 
     @property
     def tokens_per_s(self) -> float:
@@ -87,7 +86,6 @@ class StatsRecorder:
     verify_passes: int = 0
     drafted: int = 0
     accepted: int = 0
-    draft_model_steps: int = 0
     drafted_per_position: list[int] = field(default_factory=list)
     accepted_per_position: list[int] = field(default_factory=list)
 
@@ -117,7 +115,6 @@ class StatsRecorder:
             accepted=self.accepted,
             drafted_per_position=tuple(self.drafted_per_position),
             accepted_per_position=tuple(self.accepted_per_position),
-            draft_model_steps=self.draft_model_steps,
         )
 
 
@@ -144,5 +141,4 @@ def combine(stats: list[GenerationStats]) -> GenerationStats:
         accepted=sum(s.accepted for s in stats),
         drafted_per_position=col("drafted_per_position"),
         accepted_per_position=col("accepted_per_position"),
-        draft_model_steps=sum(s.draft_model_steps for s in stats),
     )

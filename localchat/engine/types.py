@@ -78,6 +78,8 @@ class GenerationRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
     stop: tuple[str, ...] = ()
+    # Adaptive speculation learns per conversation: requests of one chat share this key.
+    session: str = ""
 
 
 @dataclass(frozen=True)

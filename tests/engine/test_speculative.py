@@ -47,8 +47,8 @@ def kv_len(ctx: object) -> int:
     return int(llama_cpp.llama_memory_seq_pos_max(ctx.memory, 0)) + 1  # type: ignore[attr-defined]
 
 
-def model_draft(n: int = 4) -> SpeculationConfig:
-    return SpeculationConfig(drafter=DrafterKind.MODEL, draft_tokens=n, adaptive=False)
+def model_draft(n: int = 4, p_min: float = 0.5) -> SpeculationConfig:
+    return SpeculationConfig(drafter=DrafterKind.MODEL, draft_tokens=n, adaptive=False, p_min=p_min)
 
 
 @pytest.mark.slow
@@ -209,7 +209,7 @@ def test_real_drafter_rollback_keeps_output_exact_on_f16(smollm2_f16_path: Path,
             plain = eng.generate(ask(prompt, OFF, max_tokens=64))
             eng.reset()
             eng.trace_hook = trace
-            spec = eng.generate(ask(prompt, model_draft(6), max_tokens=64))
+            spec = eng.generate(ask(prompt, model_draft(6, p_min=0.0), max_tokens=64))
             eng.trace_hook = None
             assert spec.token_ids == plain.token_ids
             assert 0 < spec.stats.accepted < spec.stats.drafted
