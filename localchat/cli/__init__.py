@@ -19,6 +19,7 @@ COMMANDS: tuple[str, ...] = (
     "localchat.cli.bench",
     "localchat.cli.models",
     "localchat.cli.pull",
+    "localchat.cli.selftest",
 )
 
 
@@ -35,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["--selftest"]:  # the spelling the bundles' docs use
+        args_list[0] = "selftest"
     parser = build_parser()
     args = parser.parse_args(args_list)
     if args.command is None:

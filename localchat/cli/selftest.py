@@ -1,0 +1,365 @@
+"""``localchat selftest`` (also ``localchat --selftest``): does this install work, end to end?
+
+Run after building a bundle and by users who report a problem. It:
+
+1. opens the real main window (offscreen unless ``--show``) and times it from
+   process start, the cold start a user waits through;
+2. loads a target and its drafter in the engine process through the app's own
+   engine client (spawn: in a frozen bundle this is the path that breaks when
+   ``freeze_support`` or a shared library is missing) and reports the backend;
+3. generates ``--tokens`` tokens greedily with speculation on and checks the
+   statistics: tokens came out, the drafter drafted, acceptance length >= 1;
+4. closes the window and stops the engine.
+
+It prints a line per step and ends with one summary line starting
+``selftest passed`` or ``selftest FAILED``; the exit code is 0 or 1.
+``--in-process`` runs the engine in this process instead (no child process),
+to tell an engine problem from a process problem.
+
+The default pair is the catalog's starter pair, looked up where the app looks
+(the models folder from the settings, and huggingface-hub's cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a docstring and type hints."
+LOAD_TIMEOUT_S = 600.0
+WINDOW_TIMEOUT_S = 30.0
+
+
+class SelftestError(Exception):
+    """A check failed; the message is the summary's reason."""
+
+
+@dataclass
+class Outcome:
+    backend: str = "?"
+    pair: str = ""
+    window_s: float | None = None
+    tokens: int = 0
+    tokens_per_s: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    acceptance_length: float = 0.0
+    acceptance_rate: float = 0.0
+
+    def summary(self) -> str:
+        parts = [f"backend {self.backend}"]
+        if self.pair:
+            parts.append(self.pair)
+        if self.tokens:
+            parts.append(
+                f"{self.tokens} tokens at {self.tokens_per_s:.1f} tok/s, acceptance length "
+                f"{self.acceptance_length:.2f}, rate {self.acceptance_rate:.2f} "
+                f"({self.accepted}/{self.drafted} drafted accepted)"
+            )
+        if self.window_s is not None:
+            parts.append(f"window shown {self.window_s:.2f} s after start")
+        return ", ".join(parts)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "selftest",
+        help="check this install: backend, a speculative reply, the main window (exit 0 or 1)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    p.add_argument("--model", help="target GGUF (default: the starter pair from the models folder)")
+    p.add_argument("--draft", help="draft GGUF with the target's vocabulary (the target itself works too)")
+    p.add_argument("--tokens", type=int, default=32, help="tokens to generate (default 32)")
+    p.add_argument("--ctx", type=int, default=2048, help="context length (default 2048)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    p.add_argument("--show", action="store_true", help="open the window on the screen, not offscreen")
+    p.add_argument(
+        "--no-window",
+        action="store_true",
+        help="skip the window check (the engine then runs in this process, no Qt)",
+    )
+    p.add_argument("--in-process", action="store_true", help="run the engine in this process")
+    p.set_defaults(func=run)
+
+
+def _say(text: str) -> None:
+    print(f"selftest: {text}", flush=True)
+
+
+def _process_start_time() -> float:
+    try:
+        import psutil
+
+        return float(psutil.Process().create_time())
+    except Exception:  # the timing is informative only
+        return time.time()
+
+
+def default_pair() -> tuple[Path, Path] | None:
+    """The starter pair's files if both are on disk where the app finds models."""
+    from localchat.catalog.drafters import load_catalog
+    from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
+    from localchat.settings import SettingsFile
+
+    folder = str(SettingsFile().load().settings.get("models_folder") or "") or str(default_models_dir())
+    catalog = load_catalog()
+    starter = catalog.starter
+    if starter is None or starter.model_drafter is None:
+        return None
+    library = Library([folder, hf_cache_dir()])
+    target = library.find_file(starter.default_quant.filename, starter.default_quant.repo)
+    drafter = starter.model_drafter
+    draft = library.find_file(drafter.filename, drafter.repo)
+    if target is None or draft is None:
+        return None
+    return target.path, draft.path
+
+
+def _resolve_pair(args: argparse.Namespace) -> tuple[Path, Path]:
+    if args.model:
+        if not args.draft:
+            raise SelftestError("--model needs --draft too (the target's own file works as a drafter)")
+        pair = Path(args.model), Path(args.draft)
+    elif args.draft:
+        raise SelftestError("--draft needs --model")
+    else:
+        found = default_pair()
+        if found is None:
+            raise SelftestError(
+                "the starter pair is not in the models folder; download it in the app (Models, Starter) "
+                "or pass --model TARGET.gguf --draft DRAFT.gguf"
+            )
+        pair = found
+    for path in pair:
+        if not path.is_file():
+            raise SelftestError(f"{path} does not exist")
+    return pair
+
+
+def _request(tokens: int) -> Any:
+    from localchat.engine.types import (
+        ChatMessage,
+        DrafterKind,
+        GenerationRequest,
+        SamplingParams,
+        SpeculationConfig,
+    )
+
+    return GenerationRequest(
+        messages=(ChatMessage("user", PROMPT),),
+        max_tokens=tokens,
+        sampling=SamplingParams(temperature=0.0),
+        # The draft model on every step, fixed length: the check is that drafting works at all.
+        speculation=SpeculationConfig(drafter=DrafterKind.MODEL, draft_tokens=4, adaptive=False),
+    )
+
+
+def _check_stats(result: Any, out: Outcome) -> None:
+    stats = result.stats
+    out.tokens = stats.generated_tokens
+    out.tokens_per_s = stats.tokens_per_s
+    out.drafted = stats.drafted
+    out.accepted = stats.accepted
+    out.acceptance_length = stats.acceptance_length
+    out.acceptance_rate = stats.acceptance_rate
+    finish = result.finish_reason.value
+    _say(f"reply: {stats.summary()} ({finish}); speculation: {result.speculation.drafter}")
+    if stats.generated_tokens < 1:
+        raise SelftestError("the reply has no tokens")
+    if stats.drafted <= 0:
+        reason = result.speculation.reason or "no draft tokens were proposed"
+        raise SelftestError(f"speculation did not run ({reason})")
+    if stats.acceptance_length < 1.0:
+        raise SelftestError(f"acceptance length {stats.acceptance_length:.2f} is below 1")
+
+
+def _engine_config(args: argparse.Namespace, target: Path, draft: Path) -> Any:
+    from localchat.engine.types import EngineConfig
+
+    return EngineConfig(str(target), str(draft), n_ctx=args.ctx, n_threads=args.threads)
+
+
+def _describe_info(info: Any, out: Outcome) -> None:
+    out.backend = info.backend
+    draft = info.draft.name if info.draft is not None else "none"
+    out.pair = f"{info.target.name} + {draft}"
+    where = f"{info.gpu_layers} GPU layers, {info.n_threads} threads, n_ctx {info.n_ctx}"
+    _say(f"backend: {info.backend} ({where})")
+    _say(
+        f"loaded: target {info.target.name}, drafter {draft}; speculation: {info.speculation.drafter}"
+        + (f" ({info.speculation.reason})" if info.speculation.reason else "")
+    )
+
+
+def _run_in_process(args: argparse.Namespace, target: Path, draft: Path, out: Outcome) -> None:
+    from localchat.engine.backend import backend_name
+    from localchat.engine.engine import Engine
+
+    _say(f"backend (llama.cpp build): {backend_name()}")
+    with Engine(_engine_config(args, target, draft)) as engine:
+        _describe_info(engine.info, out)
+        _check_stats(engine.generate(_request(args.tokens)), out)
+
+
+class _Waiter:
+    """Runs a Qt event loop until one of some signals fires, or a timeout."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import QEventLoop, QTimer
+
+        self._loop = QEventLoop()
+        self._timer = QTimer()
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._loop.quit)
+        self.fired: tuple[str, Any] | None = None
+
+    def watch(self, name: str, signal: Any) -> None:
+        def slot(*values: Any) -> None:
+            if self.fired is None:
+                self.fired = (name, values[0] if values else None)
+            self._loop.quit()
+
+        signal.connect(slot)
+
+    def wait(self, timeout_s: float) -> tuple[str, Any]:
+        if self.fired is None:
+            self._timer.start(int(timeout_s * 1000))
+            self._loop.exec()
+            self._timer.stop()
+        return self.fired if self.fired is not None else ("timeout", None)
+
+
+def _wait_exposed(window: Any, timeout_s: float) -> bool:
+    from PySide6.QtCore import QCoreApplication, QEventLoop
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        QCoreApplication.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
+        handle = window.windowHandle()
+        if window.isVisible() and handle is not None and handle.isExposed():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started: float, out: Outcome) -> None:
+    _use_offscreen_unless_shown(args)
+    from PySide6.QtWidgets import QApplication
+
+    from localchat.app import APP_NAME, build_main_window
+
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
+    app.setApplicationName(APP_NAME)
+    app.setOrganizationName(APP_NAME)
+    parts = build_main_window(autoload=False)
+    window, client = parts.window, parts.engine
+    try:
+        window.show()
+        if not _wait_exposed(window, WINDOW_TIMEOUT_S):
+            raise SelftestError(f"the main window was not shown within {WINDOW_TIMEOUT_S:.0f} s")
+        out.window_s = time.time() - started
+        _say(
+            f"window: shown {out.window_s:.2f} s after the process started "
+            f"(platform {app.platformName()}, {window.width()}x{window.height()})"
+        )
+        target, draft = pair
+        waiter = _Waiter()
+        waiter.watch("loaded", client.loaded)
+        waiter.watch("load_failed", client.load_failed)
+        waiter.watch("engine_died", client.engine_died)
+        t0 = time.monotonic()
+        client.load(_engine_config(args, target, draft))
+        what, value = waiter.wait(LOAD_TIMEOUT_S)
+        if what != "loaded":
+            raise SelftestError(f"loading failed: {value or 'no answer within the time limit'}")
+        _say(f"engine process {client.pid} loaded the pair in {time.monotonic() - t0:.1f} s")
+        _describe_info(value, out)
+        waiter = _Waiter()
+        waiter.watch("finished", client.generation_finished)
+        waiter.watch("failed", client.generation_failed)
+        waiter.watch("engine_died", client.engine_died)
+        client.generate(_request(args.tokens))
+        what, value = waiter.wait(LOAD_TIMEOUT_S)
+        if what != "finished":
+            raise SelftestError(f"generation failed: {value or 'no answer within the time limit'}")
+        _check_stats(value, out)
+    finally:
+        window.close()
+        client.stop()
+        parts.store.close()
+        app.processEvents()
+
+
+def _use_offscreen_unless_shown(args: argparse.Namespace) -> None:
+    headless = sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+    if not args.show or headless:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> None:
+    """Open and close the main window without loading anything (used with --in-process)."""
+    _use_offscreen_unless_shown(args)
+    from PySide6.QtWidgets import QApplication
+
+    from localchat.app import APP_NAME, build_main_window
+
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
+    parts = build_main_window(autoload=False)
+    try:
+        parts.window.show()
+        if not _wait_exposed(parts.window, WINDOW_TIMEOUT_S):
+            raise SelftestError(f"the main window was not shown within {WINDOW_TIMEOUT_S:.0f} s")
+        out.window_s = time.time() - started
+        _say(f"window: shown {out.window_s:.2f} s after the process started (platform {app.platformName()})")
+    finally:
+        parts.window.close()
+        stop: Callable[[], None] | None = getattr(parts.engine, "stop", None)
+        if stop is not None:
+            stop()
+        parts.store.close()
+        app.processEvents()
+
+
+def run(args: argparse.Namespace) -> int:
+    started = _process_start_time()
+    out = Outcome()
+    frozen = "frozen bundle" if getattr(sys, "frozen", False) else "Python install"
+    _say(f"localchat {_version()} ({frozen}, Python {sys.version.split()[0]}, {sys.platform})")
+    try:
+        pair = _resolve_pair(args)
+        _say(f"pair: {pair[0]} + {pair[1]}")
+        if args.in_process:
+            if not args.no_window:
+                _run_window_only(args, started, out)
+            _run_in_process(args, pair[0], pair[1], out)
+        elif args.no_window:
+            _run_in_process(args, pair[0], pair[1], out)
+        else:
+            _run_with_window(args, pair, started, out)
+    except SelftestError as exc:
+        print(f"selftest FAILED: {exc}; {out.summary()}", flush=True)
+        return 1
+    except Exception as exc:  # anything else is a failure of the install, reported in one line
+        traceback.print_exc()
+        print(f"selftest FAILED: {type(exc).__name__}: {exc}; {out.summary()}", flush=True)
+        return 1
+    print(f"selftest passed: {out.summary()}", flush=True)
+    return 0
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("localchat")
+    except Exception:
+        return "(version unknown)"

@@ -1,0 +1,69 @@
+"""``localchat selftest`` in this process on SmolLM2 as its own drafter (real engine process, window)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localchat.cli import build_parser, main
+
+
+@pytest.fixture
+def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the app's settings, history and logs at a temporary home (platformdirs reads XDG_* on Linux)."""
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")
+    return tmp_path
+
+
+def test_top_level_flag_is_the_subcommand() -> None:
+    args = build_parser().parse_args(["selftest", "--model", "t.gguf", "--draft", "d.gguf"])
+    assert args.command == "selftest"
+    assert args.tokens == 32
+
+
+def test_no_pair_is_a_clear_failure(
+    user_dirs: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("localchat.cli.selftest.default_pair", lambda: None)
+    assert main(["--selftest"]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith("selftest FAILED: the starter pair is not in the models folder")
+    assert "--model" in out[-1]
+
+
+def test_missing_file_fails(user_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["selftest", "--model", str(user_dirs / "none.gguf"), "--draft", str(user_dirs / "none.gguf")])
+        == 1
+    )
+    assert "does not exist" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_selftest_passes_on_smollm2_drafting_for_itself(
+    user_dirs: Path, smollm2_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--selftest", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--tokens", "16"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = out.strip().splitlines()
+    assert lines[-1].startswith("selftest passed: backend CPU"), out
+    assert "acceptance length" in lines[-1]
+    assert "window shown" in lines[-1]
+    assert any(line.startswith("selftest: backend: CPU") for line in lines)
+    # Nothing was written next to the code: the history went to the temporary data folder.
+    assert list(user_dirs.rglob("chats.sqlite3"))
+
+
+@pytest.mark.slow
+def test_selftest_in_process_engine_without_window(
+    user_dirs: Path, smollm2_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["selftest", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--tokens", "8",
+                 "--no-window"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.strip().splitlines()[-1].startswith("selftest passed: backend CPU")
