@@ -20,6 +20,7 @@ so, and probes again later, waiting longer after each failed probe.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -121,7 +122,8 @@ class AdaptivePolicy:
     _n: int = 0
     _steps: int = 0
     _spec_steps: int = 0
-    _spec_gain: float | None = None  # moving average of measured speculative/plain speed
+    _window: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=32))
+    _spec_gain: float | None = None  # measured speculative speed / plain speed over the window
     _acc_rate: float | None = None
     _paused_left: int = 0
     _backoff: int = 1
@@ -189,6 +191,7 @@ class AdaptivePolicy:
                     # Probe again from a modest length with fresh evidence.
                     self._spec_steps = 0
                     self._spec_gain = None
+                    self._window.clear()
                     self._n = max(1, min(self._n, 3))
             return
         self._spec_steps += 1
@@ -210,9 +213,11 @@ class AdaptivePolicy:
 
     def _update(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
         t1 = self.cost.t_verify(1)
+        self._window.append((accepted + 1, draft_s + verify_s))
         if t1 is not None:
-            gain = (accepted + 1) / (draft_s + verify_s) * t1
-            self._spec_gain = _ewma(self._spec_gain, gain, 0.1)
+            tokens = sum(t for t, _ in self._window)
+            seconds = sum(s for _, s in self._window)
+            self._spec_gain = tokens / seconds * t1 if seconds > 0 else None
         if self.cost.draft_per_token.get(self.source) is not None and t1 is not None:
             self._n, _ = self._best_length()
         else:  # no timings yet: the +2/-1 rule

@@ -1,0 +1,118 @@
+"""The adaptive draft-length controller on scripted acceptance and timing sequences."""
+
+from __future__ import annotations
+
+import random
+
+from localchat.engine.adaptive import AdaptivePolicy, CostModel, FixedPolicy
+
+
+def drive(policy: AdaptivePolicy, accept_prob: float, steps: int, t_base: float = 0.1,
+          t_per_token: float = 0.005, t_draft: float = 0.01, seed: int = 0) -> list[int]:
+    """Run the policy against a simulated pair; returns the draft lengths it chose."""
+    rng = random.Random(seed)
+    lengths = []
+    for _ in range(steps):
+        n = policy.draft_length()
+        lengths.append(n)
+        accepted = 0
+        while accepted < n and rng.random() < accept_prob:
+            accepted += 1
+        policy.observe(n, accepted, t_draft * n, t_base + t_per_token * (n + 1), "draft")
+    return lengths
+
+
+def step(policy: AdaptivePolicy, rng: random.Random, accept_prob: float, t_draft: float = 0.05) -> None:
+    n = policy.draft_length()
+    accepted = 0
+    while accepted < n and rng.random() < accept_prob:
+        accepted += 1
+    policy.observe(n, accepted, t_draft * n, 0.1 + 0.005 * (n + 1), "draft")
+
+
+def run_until_paused(policy: AdaptivePolicy, accept_prob: float, limit: int = 200) -> int:
+    rng = random.Random(11)
+    for i in range(limit):
+        if policy.paused:
+            return i
+        step(policy, rng, accept_prob)
+    raise AssertionError("the policy never paused")
+
+
+def test_fixed_policy_never_changes() -> None:
+    p = FixedPolicy(5)
+    for _ in range(10):
+        p.observe(5, 0, 1.0, 1.0, "draft")
+    assert p.draft_length() == 5 and not p.paused and p.reason == ""
+
+
+def test_first_step_measures_plain_speed() -> None:
+    p = AdaptivePolicy(CostModel(), start=4)
+    assert p.draft_length() == 0
+    p.observe(0, 0, 0.0, 0.1, "draft")
+    assert p.draft_length() == 4
+
+
+def test_grows_when_drafts_are_cheap_and_accepted() -> None:
+    p = AdaptivePolicy(CostModel(), start=4)
+    lengths = drive(p, accept_prob=0.95, steps=80)
+    assert max(lengths[-20:]) >= 8
+    assert not p.paused
+
+
+def test_shrinks_when_acceptance_is_low() -> None:
+    p = AdaptivePolicy(CostModel(), start=8)
+    lengths = drive(p, accept_prob=0.35, steps=60, t_draft=0.001)
+    tail = [n for n in lengths[-20:] if n > 0]
+    assert tail and max(tail) <= 3
+
+
+def test_longer_drafts_when_verification_is_flat_than_when_it_grows() -> None:
+    """A bandwidth-bound target (flat verify cost) earns longer drafts than a compute-bound one."""
+    flat = AdaptivePolicy(CostModel(), start=4)
+    steep = AdaptivePolicy(CostModel(), start=4)
+    lf = drive(flat, 0.8, 80, t_per_token=0.0005)
+    ls = drive(steep, 0.8, 80, t_per_token=0.04)
+    assert sum(lf[-30:]) > sum(ls[-30:])
+
+
+def test_pauses_when_speculation_loses_and_probes_again_later() -> None:
+    p = AdaptivePolicy(CostModel(), start=4, retry_tokens=32)
+    # Drafts are rejected and expensive: speculation is slower than plain decoding.
+    steps = run_until_paused(p, accept_prob=0.05)
+    assert steps <= 20  # it does not take long to notice
+    assert p.draft_length() == 0
+    assert "speculation paused" in p.reason and "retrying in 32 tokens" in p.reason
+    # Plain steps count down the pause; then it probes again.
+    for _ in range(32):
+        assert p.draft_length() == 0
+        p.observe(0, 0, 0.0, 0.105, "draft")
+    assert not p.paused and p.draft_length() > 0
+    # Still losing: paused again, for twice as long.
+    run_until_paused(p, accept_prob=0.05)
+    assert "retrying in 64 tokens" in p.reason
+
+
+def test_recovers_when_the_text_becomes_predictable() -> None:
+    p = AdaptivePolicy(CostModel(), start=4, retry_tokens=16)
+    run_until_paused(p, accept_prob=0.05)
+    for _ in range(16):
+        p.observe(0, 0, 0.0, 0.105, "draft")
+    drive(p, accept_prob=0.95, steps=60, t_draft=0.01, seed=3)
+    assert not p.paused
+    assert p.draft_length() >= 4
+
+
+def test_does_not_pause_while_speculation_pays() -> None:
+    p = AdaptivePolicy(CostModel(), start=4)
+    drive(p, accept_prob=0.7, steps=300, t_draft=0.01)
+    assert not p.paused
+
+
+def test_cost_model_fits_a_line_through_measured_batches() -> None:
+    c = CostModel()
+    for _ in range(5):
+        c.observe_verify(1, 0.10)
+        c.observe_verify(5, 0.14)
+    assert c.t_verify(1) == 0.10
+    assert abs((c.t_verify(9) or 0) - 0.18) < 1e-6
