@@ -14,7 +14,9 @@ The logic is plain Python (no PyInstaller imports) so tests can run it.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import sys
 from pathlib import Path
 
 # Shared libraries, Metal shader sources/libraries, and Windows import side files are all needed at run time.
@@ -54,8 +56,27 @@ def find_llama_libs(pkg_dir: Path) -> list[tuple[str, str]]:
     return out
 
 
+def cuda_runtime_dlls(libs: list[tuple[str, str]], cuda_path: str | None) -> list[tuple[str, str]]:
+    """Windows CUDA builds: the CUDA runtime and cuBLAS DLLs, placed beside ggml-cuda.dll.
+
+    ctypes loads llama.dll with LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR, so ggml-cuda.dll's own
+    dependencies are looked up in its folder (and in System32), not in the bundle's top folder
+    where PyInstaller would put them; the user's machine has only the driver, not the toolkit.
+    """
+    if not cuda_path or not any(Path(src).name.lower().startswith("ggml-cuda") for src, _ in libs):
+        return []
+    dest = str(Path("llama_cpp") / _LIB_DIR)
+    out: list[tuple[str, str]] = []
+    for folder in (Path(cuda_path) / "bin", Path(cuda_path) / "bin" / "x64"):
+        for pattern in ("cudart64_*.dll", "cublas64_*.dll", "cublasLt64_*.dll"):
+            out += [(str(p), dest) for p in sorted(folder.glob(pattern))]
+    return out
+
+
 _pkg = package_dir()
 binaries = find_llama_libs(_pkg)
+if sys.platform == "win32":
+    binaries += cuda_runtime_dlls(binaries, os.environ.get("CUDA_PATH"))
 if not any(Path(src).name.removeprefix("lib").startswith("llama.") for src, _ in binaries):
     raise SystemExit(f"hook-llama_cpp: no llama library under {_pkg / _LIB_DIR}; reinstall llama-cpp-python")
 

@@ -58,6 +58,23 @@ def test_hook_keeps_libraries_and_sonames_and_drops_the_rest(tmp_path: Path) -> 
     assert find(tmp_path / "missing") == []  # type: ignore[operator]
 
 
+def test_windows_cuda_runtime_goes_beside_ggml_cuda(tmp_path: Path) -> None:
+    dlls = _hook_module()["cuda_runtime_dlls"]
+    (tmp_path / "bin").mkdir()
+    for name in ("cudart64_12.dll", "cublas64_12.dll", "cublasLt64_12.dll", "nvcc.exe", "cufft64_11.dll"):
+        (tmp_path / "bin" / name).write_bytes(b"x")
+    cuda_build = [("x/lib/ggml-cuda.dll", "llama_cpp/lib"), ("x/lib/llama.dll", "llama_cpp/lib")]
+    got = dlls(cuda_build, str(tmp_path))  # type: ignore[operator]
+    assert sorted(Path(src).name for src, _ in got) == [
+        "cublas64_12.dll",
+        "cublasLt64_12.dll",
+        "cudart64_12.dll",
+    ]
+    assert {dest for _, dest in got} == {str(Path("llama_cpp") / "lib")}
+    assert dlls(cuda_build[1:], str(tmp_path)) == []  # type: ignore[operator]
+    assert dlls(cuda_build, None) == []  # type: ignore[operator]
+
+
 def _spec_list(name: str) -> list[str]:
     tree = ast.parse(SPEC.read_text(encoding="utf-8"))
     for node in tree.body:
