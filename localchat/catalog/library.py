@@ -39,7 +39,7 @@ _SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 def default_models_dir() -> Path:
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir("localchat")) / "models"
+    return Path(user_data_dir("localchat", appauthor=False)) / "models"
 
 
 def hf_cache_dir() -> Path:

