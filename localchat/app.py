@@ -22,33 +22,13 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QApplication
 
 from localchat.chat import ConversationStore
-from localchat.settings import Settings, SettingsFile, Value
+from localchat.services import SettingsService
+from localchat.settings import SettingsFile
 from localchat.ui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
 APP_NAME = "localchat"
-
-
-class FileSettings:
-    """Settings that are written to settings.toml as soon as one changes."""
-
-    def __init__(self, file: SettingsFile, settings: Settings) -> None:
-        self._file = file
-        self._settings = settings
-
-    def get(self, name: str) -> Value:
-        return self._settings.get(name)
-
-    def set(self, name: str, value: object) -> Value:
-        if self._settings.get(name) == value:
-            return self._settings.get(name)
-        checked = self._settings.set(name, value)
-        try:
-            self._file.save(self._settings)
-        except OSError:
-            log.warning("could not save the settings", exc_info=True)
-        return checked
 
 
 @dataclass
@@ -58,7 +38,7 @@ class AppParts:
     window: MainWindow
     engine: QObject
     store: ConversationStore
-    settings: FileSettings
+    settings: SettingsService
     messages: list[str]  # sentences about the settings file, shown once
 
 
@@ -84,7 +64,9 @@ def _memory_probe(engine: QObject) -> Callable[[], int | None]:
 class ModelsWiring(QObject):
     """Opens the model manager for the window and turns its choice into a load."""
 
-    def __init__(self, window: MainWindow, settings: FileSettings, downloader: QObject | None = None) -> None:
+    def __init__(
+        self, window: MainWindow, settings: SettingsService, downloader: QObject | None = None
+    ) -> None:
         super().__init__(window)
         self._window = window
         self._settings = settings
@@ -163,25 +145,23 @@ def build_main_window(
     autoload: bool = True,
 ) -> AppParts:
     """Build the window and everything behind it. ``engine`` replaces the real client in tests."""
-    settings_file = SettingsFile(config_dir)
-    loaded = settings_file.load()
-    for message in loaded.messages:
+    settings = SettingsService(SettingsFile(config_dir))
+    for message in settings.load_messages:
         log.warning("settings: %s", message)
-    settings = FileSettings(settings_file, loaded.settings)
     data = Path(data_dir) if data_dir is not None else Path(platformdirs.user_data_dir(APP_NAME))
     store = ConversationStore(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
     window = MainWindow(store, client, settings, memory_probe=_memory_probe(client), max_tokens=max_tokens)
     ModelsWiring(window, settings)
-    if loaded.messages:
-        window.show_notice(" ".join(loaded.messages))
+    if settings.load_messages:
+        window.show_notice(" ".join(settings.load_messages))
     last = str(settings.get("last_model_path") or "")
     if autoload and last and Path(last).is_file():
         draft = str(settings.get("last_draft_path") or "") or None
         window.load_model(last, draft if draft and Path(draft).is_file() else None)
     elif not last or not Path(last).is_file():
         window.show_welcome(True)
-    return AppParts(window, client, store, settings, list(loaded.messages))
+    return AppParts(window, client, store, settings, list(settings.load_messages))
 
 
 def setup_logging(log_dir: Path | None = None) -> Path:

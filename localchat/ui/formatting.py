@@ -36,7 +36,8 @@ def speculation_text(state: SpeculationState | None, enabled: bool) -> str:
     if state is None:
         return "Speculation: on"
     if state.paused:
-        return f"Speculation: paused ({state.reason})" if state.reason else "Speculation: paused"
+        reason = state.reason.removeprefix("speculation paused").lstrip(":; ")
+        return f"Speculation paused: {reason}" if reason else "Speculation paused"
     if not state.active:
         return f"Speculation: off ({state.reason})" if state.reason else "Speculation: off"
     return f"Draft: {state.drafter}"
@@ -46,7 +47,7 @@ def reply_summary(stats: GenerationStats) -> str:
     """What the status bar says about the reply that just finished."""
     text = f"Last reply: {format_rate(stats.tokens_per_s)}"
     if stats.drafted:
-        text += f", acceptance length {stats.acceptance_length:.2f}"
+        text += f", accept. length {stats.acceptance_length:.2f}"
     return text
 
 

@@ -67,8 +67,11 @@ class EngineClientLike(Protocol):
 
 
 class SettingsLike(Protocol):
+    """services.SettingsService: get/set/set_many plus the changed and save_failed signals."""
+
     def get(self, name: str) -> Any: ...
     def set(self, name: str, value: object) -> Any: ...
+    def set_many(self, values: dict[str, object]) -> Any: ...
 
 
 @dataclass
@@ -213,6 +216,9 @@ class MainWindow(QMainWindow):
         self.system_prompt.editingFinished.connect(self._on_system_prompt_editing_finished)
         self.chat_view.code_copied.connect(self._on_chat_view_code_copied)
         self.status.speculation_toggled.connect(self._on_status_speculation_toggled)
+        settings: Any = self._settings
+        settings.changed.connect(self._on_settings_changed)
+        settings.save_failed.connect(self._on_settings_save_failed)
 
         self.welcome.starter_requested.connect(self.starter_requested)
         self.welcome.catalog_requested.connect(self.model_manager_requested)
@@ -529,16 +535,22 @@ class MainWindow(QMainWindow):
             self.apply_settings(dialog.changed_values())
 
     def apply_settings(self, changed: dict[str, Any]) -> None:
-        errors = []
-        for name, value in changed.items():
-            try:
-                self._settings.set(name, value)
-            except ValueError as exc:
-                errors.append(str(exc))
-        if "speculation" in changed:
-            self.status.set_speculation_enabled(bool(self._settings.get("speculation")))
-        if errors:
-            self._show_notice(" ".join(errors))
+        """Save what the settings dialog changed; a bad value is one sentence and keeps the old one."""
+        try:
+            self._settings.set_many(changed)
+        except ValueError as exc:
+            self._show_notice(str(exc))
+            return
+        restart = [o.label for o in OPTIONS if o.name in changed and o.needs_restart]
+        if restart and self._engine_info is not None:
+            self._show_notice(f"{', '.join(restart)}: takes effect when a model is next loaded.")
+
+    def _on_settings_changed(self, name: str, value: object) -> None:
+        if name == "speculation":
+            self.status.set_speculation_enabled(bool(value))
+
+    def _on_settings_save_failed(self, sentence: str) -> None:
+        self._show_notice(sentence)
 
     # -- helpers ----------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QStatusBar, QToolButton, QWidget
 
 from localchat.engine.stats import GenerationStats
@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 REFRESH_MS = 200
 MEMORY_EVERY = 5  # refreshes between memory probes (once a second)
+SPECULATION_WIDTH = 340  # pixels; longer reasons are elided and shown whole in the tooltip
 
 
 class SpeculationStatusBar(QStatusBar):
@@ -43,9 +44,12 @@ class SpeculationStatusBar(QStatusBar):
         self._memory: int | None = None
 
         self.target_label = self._label("target", "The model that writes the reply")
+        self.target_label.setMaximumWidth(260)
         self.speculation_button = QToolButton(self)
         self.speculation_button.setObjectName("speculation")
         self.speculation_button.setAutoRaise(True)
+        self.speculation_button.setMaximumWidth(SPECULATION_WIDTH)
+        self.speculation_text = ""
         self.speculation_button.setToolTip("Click to turn speculative decoding on or off for the next reply")
         self.backend_label = self._label("backend", "Where the model runs")
         self.rate_label = self._label("rate", "Tokens per second of the reply being written")
@@ -149,17 +153,22 @@ class SpeculationStatusBar(QStatusBar):
             return None
 
     def _refresh_speculation(self) -> None:
-        self.speculation_button.setText(
-            formatting.speculation_text(self._speculation, self._speculation_enabled)
+        # The reason can be long ("paused: 0.83x at acceptance 0.27; retrying in 128 tokens");
+        # the field is elided so the bar never pushes the window wider than the screen.
+        text = formatting.speculation_text(self._speculation, self._speculation_enabled)
+        metrics = self.speculation_button.fontMetrics()
+        shown = metrics.elidedText(text, Qt.TextElideMode.ElideRight, SPECULATION_WIDTH - 16)
+        self.speculation_button.setText(shown)
+        self.speculation_button.setToolTip(
+            f"{text}\nClick to turn speculative decoding on or off for the next reply"
         )
+        self.speculation_text = text
 
     def _refresh(self) -> None:
         stats = self._stats or GenerationStats()
         self.rate_label.setText(formatting.format_rate(stats.tokens_per_s))
-        self.acceptance_length_label.setText(
-            f"Acceptance length {formatting.format_acceptance_length(stats)}"
-        )
-        self.acceptance_rate_label.setText(f"Acceptance {formatting.format_acceptance_rate(stats)}")
+        self.acceptance_length_label.setText(f"Accept. length {formatting.format_acceptance_length(stats)}")
+        self.acceptance_rate_label.setText(f"Accepted {formatting.format_acceptance_rate(stats)}")
         limit = self._info.n_ctx if self._info else 0
         used = stats.prompt_tokens + stats.cached_prompt_tokens + stats.generated_tokens
         self.context_label.setText(formatting.context_text(used, limit))

@@ -77,7 +77,7 @@ def test_reply_streams_with_live_stats_and_speculation_toggle(
 
     w.status.speculation_button.click()  # off for the next reply
     _reply(qtbot, app, "And one about the mountains.")
-    assert "off" in w.status.speculation_button.text()
+    assert "off" in w.status.speculation_text
     assert len(app.store.messages(w.conversation_id)) == 4
 
 

@@ -87,7 +87,7 @@ def test_speculation_toggle_reaches_the_next_request(parts: AppParts, tmp_path: 
     assert engine.requests[-1].speculation.enabled is False
     engine.stream("x")
     engine.finish()
-    assert "off" in w.status.speculation_button.text()
+    assert "off" in w.status.speculation_text
     assert parts.settings.get("speculation") is False
 
 

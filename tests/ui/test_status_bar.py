@@ -12,15 +12,15 @@ def test_refreshes_at_least_four_times_a_second_while_generating(qtbot) -> None:
     assert bar.timer.isActive()
     bar.show_progress(TokenEvent("hi", 10, 4, stats(10, 0.5, passes=4, drafted=8, accepted=6), ON))
     qtbot.waitUntil(lambda: bar.rate_label.text() == "20.0 tok/s", timeout=1000)
-    assert bar.acceptance_length_label.text() == "Acceptance length 2.50"
-    assert bar.acceptance_rate_label.text() == "Acceptance 75%"
+    assert bar.acceptance_length_label.text() == "Accept. length 2.50"
+    assert bar.acceptance_rate_label.text() == "Accepted 75%"
     assert bar.context_label.text() == "Context 30 / 4,096"
     assert bar.memory_label.text() == "Engine 300 MB"
     assert bar.backend_label.text() == "CPU"
-    assert bar.speculation_button.text() == "Draft: Fake-0.1B"
+    assert bar.speculation_text == "Draft: Fake-0.1B"
     bar.generation_finished(GenerationResult("x", FinishReason.STOP, stats(20, 1.0, 10, 20, 10), ON))
     assert not bar.timer.isActive()
-    assert bar.last_reply_label.text() == "Last reply: 20.0 tok/s, acceptance length 2.00"
+    assert bar.last_reply_label.text() == "Last reply: 20.0 tok/s, accept. length 2.00"
 
 
 def test_one_click_toggles_speculation_for_the_next_reply(qtbot) -> None:
@@ -29,7 +29,7 @@ def test_one_click_toggles_speculation_for_the_next_reply(qtbot) -> None:
     with qtbot.waitSignal(bar.speculation_toggled) as blocker:
         bar.speculation_button.click()
     assert blocker.args == [False]
-    assert "off" in bar.speculation_button.text()
+    assert "off" in bar.speculation_text
     bar.speculation_button.click()
     assert bar.speculation_enabled
 
@@ -39,4 +39,5 @@ def test_off_shows_the_reason(qtbot) -> None:
     qtbot.addWidget(bar)
     state = SpeculationState(active=False, drafter="off", reason="the drafter's vocabulary differs")
     bar.generation_finished(GenerationResult("x", FinishReason.STOP, stats(5), state))
-    assert bar.speculation_button.text() == "Speculation: off (the drafter's vocabulary differs)"
+    assert bar.speculation_text == "Speculation: off (the drafter's vocabulary differs)"
+    assert bar.speculation_button.sizeHint().width() <= 340
