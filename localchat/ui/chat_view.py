@@ -16,6 +16,7 @@ from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from localchat.services.qt_signals import emit
 from localchat.ui.markdown_render import Colors, render_message
 
 log = logging.getLogger(__name__)
@@ -203,6 +204,6 @@ class ChatView(QTextBrowser):
                 log.warning("unknown code block link %s", url.toString())
                 return
             QGuiApplication.clipboard().setText(code)
-            self.code_copied.emit(code)
+            emit(self.code_copied, code)
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)

@@ -6,6 +6,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
+from localchat.services.qt_signals import emit
+
 
 class Composer(QPlainTextEdit):
     submitted = Signal(str)
@@ -30,4 +32,4 @@ class Composer(QPlainTextEdit):
     def submit(self) -> None:
         text = self.toPlainText().strip()
         if text:
-            self.submitted.emit(text)
+            emit(self.submitted, text)

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from localchat.services.qt_signals import emit
 from localchat.ui.formatting import format_bytes
 
 log = logging.getLogger(__name__)
@@ -274,7 +275,7 @@ class ModelManagerDialog(QDialog):
                 log.info("pairing for %s: %s", path, pairing.reason)
             except Exception as exc:  # pairing is a hint; loading without a drafter still works
                 log.warning("pairing failed for %s: %s", path, exc)
-        self.load_requested.emit(path, draft)
+        emit(self.load_requested, path, draft)
         self.accept()
 
     def _on_import_button_clicked(self) -> None:

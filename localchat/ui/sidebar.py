@@ -17,6 +17,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from localchat.services.qt_signals import emit
+
 ID_ROLE = Qt.ItemDataRole.UserRole
 
 
@@ -85,15 +87,15 @@ class ConversationSidebar(QWidget):
     def confirm_delete(self, conversation_id: object, title: str) -> None:
         answer = QMessageBox.question(self, "Delete chat", f"Delete “{title}”? This cannot be undone.")
         if answer == QMessageBox.StandardButton.Yes:
-            self.delete_requested.emit(conversation_id)
+            emit(self.delete_requested, conversation_id)
 
     def _on_list_current_item_changed(self, current: QListWidgetItem | None, _previous: object) -> None:
         if current is not None and not self._filling:
-            self.conversation_selected.emit(current.data(ID_ROLE))
+            emit(self.conversation_selected, current.data(ID_ROLE))
 
     def _on_list_item_changed(self, item: QListWidgetItem) -> None:
         if not self._filling and item.text().strip():
-            self.rename_requested.emit(item.data(ID_ROLE), item.text().strip())
+            emit(self.rename_requested, item.data(ID_ROLE), item.text().strip())
 
     def _on_list_context_menu_requested(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)

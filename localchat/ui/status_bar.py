@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QLabel, QStatusBar, QToolButton, QWidget
 
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import EngineInfo, GenerationResult, SpeculationState, TokenEvent
+from localchat.services.qt_signals import emit
 from localchat.ui import formatting
 
 log = logging.getLogger(__name__)
@@ -187,4 +188,4 @@ class SpeculationStatusBar(QStatusBar):
         self._speculation_enabled = not self._speculation_enabled
         log.info("speculation %s for the next reply", "on" if self._speculation_enabled else "off")
         self._refresh_speculation()
-        self.speculation_toggled.emit(self._speculation_enabled)
+        emit(self.speculation_toggled, self._speculation_enabled)
