@@ -33,6 +33,7 @@ from localchat.host.bench_worker import (
     BenchReply,
 )
 from localchat.host.worker import DEFAULT_ENGINE
+from localchat.services.qt_signals import emit
 
 log = logging.getLogger(__name__)
 
@@ -150,20 +151,20 @@ class BenchService(QObject):
 
     def _dispatch(self, reply: BenchReply) -> None:
         if isinstance(reply, BenchLoaded):
-            self.loaded.emit(reply.info, reply.draft_problem)
+            emit(self.loaded, reply.info, reply.draft_problem)
         elif isinstance(reply, BenchProgress):
             self._partial.records.append(reply.record)
-            self.progress.emit(reply.done, reply.total, reply.record)
+            emit(self.progress, reply.done, reply.total, reply.record)
         elif isinstance(reply, BenchDone):
             self.peak_rss_mb = reply.peak_rss_mb
             self._end()
             if reply.cancelled:
-                self.cancelled.emit(reply.report)
+                emit(self.cancelled, reply.report)
             else:
-                self.finished.emit(reply.report)
+                emit(self.finished, reply.report)
         elif isinstance(reply, BenchFailed):
             self._end()
-            self.failed.emit(reply.message)
+            emit(self.failed, reply.message)
         else:
             log.warning("unexpected message from the benchmark process: %r", reply)
 
@@ -173,7 +174,7 @@ class BenchService(QObject):
         log.warning("the benchmark did not stop within %.1f s of cancel; killing it", self.cancel_timeout_s)
         partial = self._partial
         self._end()
-        self.cancelled.emit(partial)
+        emit(self.cancelled, partial)
 
     def _note_gone(self) -> None:
         if self._gone_since is None:
@@ -185,9 +186,9 @@ class BenchService(QObject):
         cancelling, partial = self._cancelling, self._partial
         self._end()
         if cancelling:
-            self.cancelled.emit(partial)
+            emit(self.cancelled, partial)
         else:
-            self.failed.emit(died_sentence(exitcode))
+            emit(self.failed, died_sentence(exitcode))
 
     def _end(self) -> None:
         self._cancel_timer.stop()

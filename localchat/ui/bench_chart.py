@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPaintEvent, QPen
@@ -199,7 +199,7 @@ class LineChart(_Chart):
         self.setObjectName("bench_position_chart")
         self._lines: dict[str, list[float]] = {}
 
-    def set_data(self, lines: dict[str, Sequence[float]]) -> None:
+    def set_data(self, lines: Mapping[str, Sequence[float]]) -> None:
         self._lines = {k: list(v) for k, v in lines.items() if v}
         self.update()
 

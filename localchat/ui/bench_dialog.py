@@ -321,19 +321,14 @@ class BenchmarkDialog(QDialog):
             self.on_check.setText("Speculation on")
             return
         target = Path(config.target_path).name
+        memory = "The benchmark loads its own copy, so it needs as much memory again as the chat."
         if config.draft_path:
             draft = Path(config.draft_path).name
             self.on_check.setText(f"Speculation on: draft model {draft}")
-            self.model_label.setText(
-                f"Target {target} with draft model {draft}. The benchmark loads its own "
-                "copy of the models, so it needs as much memory again as the chat."
-            )
+            self.model_label.setText(f"Target {target}, draft model {draft}. {memory}")
         else:
             self.on_check.setText("Speculation on: n-gram lookup (no draft model is loaded)")
-            self.model_label.setText(
-                f"Target {target} without a draft model. The benchmark loads its own "
-                "copy of the model, so it needs as much memory again as the chat."
-            )
+            self.model_label.setText(f"Target {target}, no draft model. {memory}")
 
     def selected_prompts(self) -> list[BenchPrompt]:
         """The prompts to run; BenchError (one sentence) if they cannot be read."""

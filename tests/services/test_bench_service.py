@@ -6,10 +6,14 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from localchat.engine.bench import BenchReport, builtin_prompts
 from localchat.engine.types import EngineConfig
 from localchat.host.bench_worker import bench_mode
 from localchat.services.bench_service import BenchService
+
+pytestmark = pytest.mark.slow
 
 MODES = [bench_mode("off"), bench_mode("draft"), bench_mode("adaptive")]
 
