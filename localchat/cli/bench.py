@@ -15,6 +15,13 @@ def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="measure speculation on built-in or your own prompts")
     add_engine_options(p)
     p.set_defaults(max_tokens=128)
+    # bench takes a list here: --draft-tokens 2,4,8 runs each fixed-length mode at each length.
+    for action in p._actions:
+        if action.dest == "draft_tokens":
+            action.type = str
+            action.default = "4"
+            action.help = ("draft length, or a comma-separated sweep (2,4,8): each fixed-length mode runs "
+                           "at each length; adaptive starts from the first")
     p.add_argument("--prompts", type=Path, help='JSON Lines file: {"id":..., "category":..., "prompt":...}')
     p.add_argument("--category", action="append", help="only prompts of this category (repeatable)")
     p.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
@@ -29,13 +36,17 @@ def register(sub: Any) -> None:
 def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
     from localchat.engine.bench import BenchMode
 
+    lengths = [int(x) for x in str(args.draft_tokens).split(",") if x.strip()]
+    if not lengths:
+        raise ValueError("--draft-tokens needs at least one length")
     modes = []
     for item in [m.strip() for m in spec.split(",") if m.strip()]:
         name, _, n = item.partition(":")
-        ns = argparse.Namespace(**vars(args))
-        if n:
-            ns.draft_tokens = int(n)
-        modes.append(BenchMode(item, speculation_for_mode(name, ns)))
+        sweep = [int(n)] if n else ([lengths[0]] if name in ("off", "adaptive") else lengths)
+        for length in sweep:
+            ns = argparse.Namespace(**{**vars(args), "draft_tokens": length})
+            label = item if n or len(sweep) == 1 else f"{name}:{length}"
+            modes.append(BenchMode(label, speculation_for_mode(name, ns)))
     if not modes:
         raise ValueError("no modes given")
     return modes

@@ -1,0 +1,104 @@
+"""The headless commands, run as a user runs them (a real process, real models)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localchat.engine.bench import BenchError, builtin_prompts, parse_prompts
+
+
+def localchat(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "localchat", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_generate_streams_a_reply_and_prints_stats(smollm2_path: Path) -> None:
+    r = localchat("generate", "--model", str(smollm2_path), "--draft", str(smollm2_path),
+                  "--max-tokens", "24", "--ctx", "512", "Name three animals.")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
+    assert "tok/s" in r.stderr and "acceptance length" in r.stderr
+
+
+def test_generate_reports_a_bad_model_in_one_sentence(tmp_path: Path) -> None:
+    bad = tmp_path / "fake.gguf"
+    bad.write_text("hello")
+    r = localchat("generate", "--model", str(bad), "hi")
+    assert r.returncode == 1
+    assert "not a GGUF model file" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_generate_refuses_a_prompt_longer_than_the_context(smollm2_path: Path) -> None:
+    r = localchat("generate", "--model", str(smollm2_path), "--no-spec", "--ctx", "256",
+                  "--max-tokens", "8", "word " * 400)
+    assert r.returncode == 1
+    assert "context window holds 256" in r.stderr
+
+
+def test_bench_runs_every_mode_and_writes_json(tmp_path: Path, smollm2_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        '{"id": "a", "category": "code", "prompt": "Write a Python function that adds two numbers."}\n'
+        '{"id": "b", "category": "chat", "prompt": "What is the capital of France?"}\n'
+    )
+    out = tmp_path / "r.json"
+    r = localchat("bench", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--prompts",
+                  str(prompts), "--modes", "off,draft,ngram,adaptive", "--max-tokens", "16", "--ctx", "512",
+                  "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "peak RSS" in r.stdout and "vs off" in r.stdout
+    data = json.loads(out.read_text())
+    recs = data["records"]
+    assert len(recs) == 8
+    keys = {"id", "category", "mode", "tokens", "seconds", "tokens_per_s", "acceptance_length",
+            "acceptance_rate", "matches_off"}
+    assert all(keys <= set(rec) for rec in recs)
+    assert {rec["mode"] for rec in recs} == {"off", "draft", "ngram", "adaptive"}
+    assert all(rec["tokens_per_s"] > 0 for rec in recs)
+    assert all(rec["matches_off"] is None for rec in recs if rec["mode"] == "off")
+    assert all(isinstance(rec["matches_off"], bool) for rec in recs if rec["mode"] != "off")
+    draft = [rec for rec in recs if rec["mode"] == "draft"]
+    assert all(rec["acceptance_length"] > 1.0 for rec in draft)
+    summary = data["summary"]
+    assert {"category", "mode", "tokens_per_s", "speedup_vs_off", "acceptance_length"} <= set(summary[0])
+    off_rows = [s for s in summary if s["mode"] == "off"]
+    assert all(s["speedup_vs_off"] == pytest.approx(1.0) for s in off_rows)
+    assert data["peak_rss_mb"] > 50
+
+
+def test_bench_sweep_labels_each_length(tmp_path: Path, smollm2_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "category": "code", "prompt": "Count from 1 to 10."}\n')
+    out = tmp_path / "r.json"
+    r = localchat("bench", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--prompts",
+                  str(prompts), "--modes", "off,draft", "--draft-tokens", "2,6", "--max-tokens", "12",
+                  "--ctx", "512", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    modes = [rec["mode"] for rec in json.loads(out.read_text())["records"]]
+    assert modes == ["off", "draft:2", "draft:6"]
+
+
+def test_prompts_file_errors_name_the_line() -> None:
+    with pytest.raises(BenchError, match="line 2: not valid JSON"):
+        parse_prompts('{"prompt": "a"}\n{oops\n', "mine.jsonl")
+    with pytest.raises(BenchError, match='line 1: expected an object with a non-empty "prompt"'):
+        parse_prompts('{"id": "x"}\n', "mine.jsonl")
+    with pytest.raises(BenchError, match="used twice"):
+        parse_prompts('{"id": "x", "prompt": "a"}\n{"id": "x", "prompt": "b"}\n', "mine.jsonl")
+    with pytest.raises(BenchError, match="holds no prompts"):
+        parse_prompts("\n\n", "mine.jsonl")
+
+
+def test_builtin_set_has_three_categories_of_five() -> None:
+    prompts = builtin_prompts()
+    counts: dict[str, int] = {}
+    for p in prompts:
+        counts[p.category] = counts.get(p.category, 0) + 1
+    assert len([c for c, n in counts.items() if n >= 5]) >= 3
+    assert {"code", "chat", "creative"} <= set(counts)
