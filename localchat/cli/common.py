@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from localchat.engine.types import DrafterKind, EngineConfig, SpeculationConfig
+from localchat.engine.types import EngineConfig, SpeculationConfig
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -13,7 +13,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", help="draft model GGUF file (same vocabulary as the target)")
     p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload (-1: all, when a GPU exists)")
+    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload (-1: all on a GPU)")
     p.add_argument("--draft-tokens", type=int, default=4, help="draft length, 1-16 (default 4)")
     p.add_argument("--p-min", type=float, default=SpeculationConfig().p_min,
                    help="the draft model stops when its top probability falls below this")
@@ -31,16 +31,10 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
 
 
 def speculation_for_mode(mode: str, args: argparse.Namespace) -> SpeculationConfig:
-    """off | draft | ngram | auto | adaptive -> SpeculationConfig."""
-    n = args.draft_tokens
-    if mode == "off":
-        return SpeculationConfig(enabled=False, draft_tokens=n)
-    kinds = {"draft": DrafterKind.MODEL, "ngram": DrafterKind.NGRAM, "auto": DrafterKind.AUTO}
-    if mode == "adaptive":
-        return SpeculationConfig(drafter=DrafterKind.AUTO, draft_tokens=n, adaptive=True, p_min=args.p_min)
-    if mode not in kinds:
-        raise ValueError(f"unknown mode {mode!r} (use off, draft, ngram, auto or adaptive)")
-    return SpeculationConfig(drafter=kinds[mode], draft_tokens=n, adaptive=False, p_min=args.p_min)
+    """off | draft | ngram | auto | adaptive -> SpeculationConfig (see engine.bench.bench_mode)."""
+    from localchat.engine.bench import bench_mode
+
+    return bench_mode(mode, args.draft_tokens, args.p_min).speculation
 
 
 def fail(message: str) -> int:

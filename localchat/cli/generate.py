@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
     p.add_argument("--repeat-penalty", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--system", default=None, help="system prompt")
-    p.add_argument("--raw", action="store_true", help="send the prompt as raw text, without the chat template")
+    p.add_argument("--raw", action="store_true", help="raw text, no chat template")
     p.add_argument("prompt")
     p.set_defaults(func=run)
 

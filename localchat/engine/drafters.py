@@ -168,11 +168,11 @@ class NgramDrafter:
     def match(self, tokens: Sequence[int]) -> tuple[int, int]:
         """(n-gram size, start of continuation) of the longest match, or (0, -1)."""
         self._sync(tokens)
-        L = len(tokens)
+        length = len(tokens)
         for n in range(self.max_ngram, self.min_ngram - 1, -1):
-            if L < n:
+            if length < n:
                 continue
-            pos = self._index[n].get(tuple(tokens[L - n :]))
+            pos = self._index[n].get(tuple(tokens[length - n :]))
             if pos is not None:
                 return n, pos
         return 0, -1

@@ -136,7 +136,8 @@ class Engine:
         if md is None:
             reason = self.draft_problem or "No draft model is paired with this model."
             return self.ngram, SpeculationState(True, "n-gram", reason, spec.draft_tokens)
-        return CombinedDrafter(md, self.ngram), SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
+        state = SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
+        return CombinedDrafter(md, self.ngram), state
 
     def speculation_state(self, spec: SpeculationConfig) -> SpeculationState:
         return self._choose_drafter(spec)[1]

@@ -18,7 +18,10 @@ class IncompatibleDraftError(EngineError):
         self.rule = rule
         self.target_value = target_value
         self.draft_value = draft_value
-        msg = f"The draft model is not compatible with the target: {rule} differs (target {target_value!r}, drafter {draft_value!r})"
+        msg = (
+            f"The draft model is not compatible with the target: {rule} differs "
+            f"(target {target_value!r}, drafter {draft_value!r})"
+        )
         if detail:
             msg += f"; {detail}"
         super().__init__(msg + ".")

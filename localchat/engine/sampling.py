@@ -73,10 +73,7 @@ def distribution(
     x = apply_repeat_penalty(logits, history, params)
     n = x.shape[0]
     k = params.top_k if 0 < params.top_k < n else n
-    if k < n:
-        ids = np.argpartition(x, n - k)[n - k :]
-    else:
-        ids = np.arange(n)
+    ids = np.argpartition(x, n - k)[n - k :] if k < n else np.arange(n)
     cand = x[ids].astype(np.float64)
     order = np.argsort(-cand, kind="stable")
     ids, cand = ids[order].astype(np.int64), cand[order]

@@ -32,33 +32,18 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnProcess
 from typing import Any
 
-from localchat.engine.bench import BenchMode, BenchPrompt, BenchRecord, BenchReport, peak_rss_mb
+from localchat.engine.bench import (
+    BenchMode,
+    BenchPrompt,
+    BenchRecord,
+    BenchReport,
+    peak_rss_mb,
+)
 from localchat.engine.errors import EngineError
-from localchat.engine.types import DrafterKind, EngineConfig, EngineInfo, SpeculationConfig
+from localchat.engine.types import EngineConfig, EngineInfo
 from localchat.host.worker import DEFAULT_ENGINE, load_factory
 
 log = logging.getLogger(__name__)
-
-MODE_NAMES = ("off", "draft", "ngram", "auto", "adaptive")
-
-
-def bench_mode(name: str, draft_tokens: int = 4, p_min: float | None = None) -> BenchMode:
-    """off | draft | ngram | auto | adaptive -> a BenchMode (the same meanings as ``localchat bench``)."""
-    p = SpeculationConfig().p_min if p_min is None else p_min
-    if name == "off":
-        return BenchMode(name, SpeculationConfig(enabled=False, draft_tokens=draft_tokens))
-    if name == "adaptive":
-        return BenchMode(
-            name,
-            SpeculationConfig(drafter=DrafterKind.AUTO, draft_tokens=draft_tokens, adaptive=True, p_min=p),
-        )
-    kinds = {"draft": DrafterKind.MODEL, "ngram": DrafterKind.NGRAM, "auto": DrafterKind.AUTO}
-    if name not in kinds:
-        raise ValueError(f"unknown benchmark mode {name!r} (use {', '.join(MODE_NAMES)})")
-    return BenchMode(
-        name, SpeculationConfig(drafter=kinds[name], draft_tokens=draft_tokens, adaptive=False, p_min=p)
-    )
-
 
 # Messages
 

@@ -36,7 +36,7 @@ def test_truncated_gguf(tmp_path: Path, smollm2_path: Path) -> None:
     f = tmp_path / "truncated.gguf"
     with smollm2_path.open("rb") as src:
         f.write_bytes(src.read(5_000_000))
-    with pytest.raises(ModelLoadError, match="truncated|incomplete") as info:
+    with pytest.raises(ModelLoadError, match=r"truncated|incomplete") as info:
         Model(f)
     assert "truncated.gguf" in str(info.value)
 

@@ -101,12 +101,14 @@ def test_quantized_target_emits_its_own_batch_argmax(
             eng.trace_hook = trace
             spec = eng.generate(ask(prompt, model_draft()))
             eng.trace_hook = None
-            first = next((i for i, (a, b) in enumerate(zip(plain.token_ids, spec.token_ids)) if a != b), None)
+            pairs = enumerate(zip(plain.token_ids, spec.token_ids, strict=False))
+            first = next((i for i, (a, b) in pairs if a != b), None)
             mismatches.append(first)
         assert checked > 10
         same = sum(1 for m in mismatches if m is None)
         record_property("q4km_identical_replies", f"{same}/{len(mismatches)}")  # type: ignore[operator]
-        print(f"Q4_K_M target: {same}/{len(mismatches)} replies identical to plain; first mismatch at {mismatches}")
+        print(f"Q4_K_M target: {same}/{len(mismatches)} replies identical to plain; "
+              f"first mismatch at {mismatches}")
 
 
 def test_self_drafting_smollm2_accepts_most_tokens(smollm2_path: Path) -> None:
@@ -170,7 +172,8 @@ def test_kv_rollback_partial_and_full_acceptance(smollm2_f16_path: Path) -> None
 
         eng.trace_hook = trace
         eng.reset()
-        spec = eng.generate(ask(req_off.messages[0].content, SpeculationConfig(draft_tokens=4), max_tokens=60))
+        question = req_off.messages[0].content
+        spec = eng.generate(ask(question, SpeculationConfig(draft_tokens=4), max_tokens=60))
         assert spec.token_ids == plain.token_ids
         assert {0, 1, 3, 4} <= seen_accepts  # partial at each place, and full acceptance
         assert spec.stats.accepted > 0 and spec.stats.accepted < spec.stats.drafted
@@ -185,7 +188,8 @@ def test_eos_inside_a_draft_ends_the_reply(smollm2_f16_path: Path) -> None:
         drafter = ScriptedDrafter(prompt_len, plain.token_ids, {}, eng.target_model.eos(), extra_after_end=8)
         eng._choose_drafter = lambda spec: (drafter, SpeculationState(True, "scripted"))  # type: ignore[method-assign]
         eng.reset()
-        spec = eng.generate(ask(req_off.messages[0].content, SpeculationConfig(draft_tokens=8), max_tokens=48))
+        question = req_off.messages[0].content
+        spec = eng.generate(ask(question, SpeculationConfig(draft_tokens=8), max_tokens=48))
         assert spec.finish_reason is FinishReason.STOP
         assert spec.token_ids == plain.token_ids
         assert spec.text == plain.text
@@ -301,12 +305,14 @@ def test_seeded_sampling_with_speculation_is_reproducible(smollm2_path: Path) ->
         outs = []
         for _ in range(2):
             eng.reset()
-            r = eng.generate(ask("Tell me a fun fact.", model_draft(), max_tokens=48, temperature=0.8, seed=42))
+            r = eng.generate(ask("Tell me a fun fact.", model_draft(), max_tokens=48,
+                                 temperature=0.8, seed=42))
             outs.append(r.token_ids)
             assert r.stats.drafted > 0
         assert outs[0] == outs[1]
         eng.reset()
-        other = eng.generate(ask("Tell me a fun fact.", model_draft(), max_tokens=48, temperature=0.8, seed=7))
+        other = eng.generate(ask("Tell me a fun fact.", model_draft(), max_tokens=48,
+                                 temperature=0.8, seed=7))
         assert other.token_ids != outs[0]
 
 
