@@ -136,6 +136,16 @@ def _make_engine_client() -> QObject:
     return client
 
 
+def _make_downloader(settings: SettingsService, parent: QObject) -> QObject:
+    from localchat.catalog.library import default_models_dir
+    from localchat.services.download_service import DownloadService
+
+    def models_dir() -> Path:
+        return Path(str(settings.get("models_folder") or "") or default_models_dir())
+
+    return DownloadService(models_dir, parent=parent)
+
+
 def build_main_window(
     config_dir: Path | str | None = None,
     data_dir: Path | str | None = None,
@@ -148,11 +158,12 @@ def build_main_window(
     settings = SettingsService(SettingsFile(config_dir))
     for message in settings.load_messages:
         log.warning("settings: %s", message)
-    data = Path(data_dir) if data_dir is not None else Path(platformdirs.user_data_dir(APP_NAME))
+    default_data = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    data = Path(data_dir) if data_dir is not None else default_data
     store = ConversationStore(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
     window = MainWindow(store, client, settings, memory_probe=_memory_probe(client), max_tokens=max_tokens)
-    ModelsWiring(window, settings)
+    ModelsWiring(window, settings, _make_downloader(settings, window))
     if settings.load_messages:
         window.show_notice(" ".join(settings.load_messages))
     last = str(settings.get("last_model_path") or "")
@@ -166,7 +177,7 @@ def build_main_window(
 
 def setup_logging(log_dir: Path | None = None) -> Path:
     """Log to a rotating file under the user's log folder (and warnings to stderr)."""
-    folder = log_dir or Path(platformdirs.user_log_dir(APP_NAME))
+    folder = log_dir or Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "localchat.log"
     handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")

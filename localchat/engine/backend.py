@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,13 @@ def _explain_load_failure(path: Path) -> str:
     detail = next((ln for ln in reversed(lines) if "error" in ln.lower() or "failed" in ln.lower()), "")
     suffix = f" ({detail.strip()})" if detail else ""
     return f"llama.cpp could not load {name}{suffix}."
+
+
+class DecodeAborted(GenerationError):
+    """A decode stopped part-way because the abort callback asked it to."""
+
+    def __init__(self) -> None:
+        super().__init__("Cancelled.")
 
 
 class Model:
@@ -260,10 +267,32 @@ class Context:
         self.batch = lc.llama_batch_init(n_batch, 0, 1)
         self.tokens: list[int] = []
         self._first_out = 0
+        self._abort_cb: Any = None
 
     @property
     def n_past(self) -> int:
         return len(self.tokens)
+
+    def set_abort(self, should_abort: Callable[[], bool] | None) -> None:
+        """Let llama.cpp stop a long decode (a prompt batch) part-way when ``should_abort()`` is true.
+
+        Only set around prompt processing: the callback runs between graph
+        nodes, far too often to pay for on every generation step.
+        """
+        lc = _llama()
+        if should_abort is None:
+            self._abort_cb = None
+            lc.llama_set_abort_callback(self.handle, lc.ggml_abort_callback(0), None)
+            return
+
+        def _cb(_data: ctypes.c_void_p) -> bool:
+            try:
+                return bool(should_abort())
+            except Exception:  # never let an exception cross into C
+                return False
+
+        self._abort_cb = lc.ggml_abort_callback(_cb)  # keep a reference while llama.cpp holds it
+        lc.llama_set_abort_callback(self.handle, self._abort_cb, None)
 
     def truncate(self, n_keep: int) -> None:
         """Drop every cached position from ``n_keep`` on."""
@@ -313,6 +342,9 @@ class Context:
             b.logits[i] = 1 if i >= first_out else 0
         b.n_tokens = n
         rc = _llama().llama_decode(self.handle, b)
+        if rc == 2:  # aborted through set_abort: what was computed stays, the mirror follows
+            self._resync()
+            raise DecodeAborted()
         if rc != 0:
             # On failure llama.cpp may have kept some ubatches: resync the mirror.
             self._resync()
@@ -322,9 +354,8 @@ class Context:
         return n - first_out
 
     def _resync(self) -> None:
-        pos_max = int(_llama().llama_memory_seq_pos_max(self.memory, 0))
-        self.truncate(pos_max + 1)
-        del self.tokens[pos_max + 1 :]
+        """After a failed or aborted decode, drop whatever part of the batch reached the cache."""
+        _llama().llama_memory_seq_rm(self.memory, 0, len(self.tokens), -1)
 
     def logits(self, row: int) -> npt.NDArray[np.float32]:
         """Logits of output row ``row`` of the last decode (a view, valid until the next decode)."""

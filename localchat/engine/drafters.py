@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from localchat.engine import sampling
-from localchat.engine.backend import Context
+from localchat.engine.backend import Context, DecodeAborted
 from localchat.engine.types import SamplingParams
 
 
@@ -72,11 +72,20 @@ def sync_context(
     ctx.truncate(keep)
     keep = ctx.n_past  # truncate may have cleared everything (non-removable caches)
     todo = list(tokens[keep:])
-    for start in range(0, len(todo), ctx.n_batch):
-        if should_cancel is not None and should_cancel():
-            break
-        chunk = todo[start : start + ctx.n_batch]
-        ctx.decode(chunk, logits_for="last")
+    # A long prompt can take seconds per batch on a CPU: let cancel stop a batch part-way.
+    aborting = should_cancel is not None and len(todo) > 1
+    if aborting:
+        ctx.set_abort(should_cancel)
+    try:
+        for start in range(0, len(todo), ctx.n_batch):
+            if should_cancel is not None and should_cancel():
+                break
+            ctx.decode(todo[start : start + ctx.n_batch], logits_for="last")
+    except DecodeAborted:
+        pass
+    finally:
+        if aborting:
+            ctx.set_abort(None)
     return len(todo)
 
 

@@ -192,8 +192,11 @@ class Engine:
         sent = 0
         out_tokens: list[int] = []
         finish: FinishReason | None = None
+        unsent_tokens = unsent_accepted = 0  # counts of steps whose text is still held back
         for step in loop.run(tokens):
             out_tokens.extend(step.tokens)
+            unsent_tokens += len(step.tokens)
+            unsent_accepted += step.accepted_draft
             for tok in step.tokens:
                 text += decoder.decode(self.target_model.piece(tok))
             if stops:
@@ -202,24 +205,26 @@ class Engine:
                     text = text[:cut]
                     finish = FinishReason.STOP
             visible = len(text) if finish else max(sent, len(text) - hold)
-            if on_event is not None and (visible > sent or step.accepted_draft):
+            if on_event is not None and visible > sent:
                 on_event(
                     TokenEvent(
                         text=text[sent:visible],
-                        n_tokens=len(step.tokens),
-                        drafted_accepted=step.accepted_draft,
+                        n_tokens=unsent_tokens,
+                        drafted_accepted=unsent_accepted,
                         stats=rec.snapshot(),
                         speculation=self._live_state(spec_state, policy),
                     )
                 )
                 sent = visible
+                unsent_tokens = unsent_accepted = 0
             if finish:
                 break
         text += decoder.decode(b"", final=True)
         if finish is None:
             finish = loop.finish_reason
-        if on_event is not None and len(text) > sent:
-            on_event(TokenEvent(text[sent:], 0, 0, rec.snapshot(), self._live_state(spec_state, policy)))
+        if on_event is not None and (len(text) > sent or unsent_tokens):
+            on_event(TokenEvent(text[sent:], unsent_tokens, unsent_accepted, rec.snapshot(),
+                                self._live_state(spec_state, policy)))
         notice = ""
         if dropped:
             notice = (

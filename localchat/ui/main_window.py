@@ -186,6 +186,8 @@ class MainWindow(QMainWindow):
         self.manager_action = QAction("Model manager…", self)
         model_menu.addAction(self.open_model_action)
         model_menu.addAction(self.manager_action)
+        self.benchmark_action = QAction("Benchmark…", self)
+        model_menu.addAction(self.benchmark_action)
         settings_menu = self.menuBar().addMenu("&Settings")
         self.settings_action = QAction("Settings…", self)
         self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
@@ -228,9 +230,15 @@ class MainWindow(QMainWindow):
         self.quit_action.triggered.connect(self.close)
         self.open_model_action.triggered.connect(self._on_open_model_action_triggered)
         self.manager_action.triggered.connect(self.model_manager_requested)
+        self.benchmark_action.triggered.connect(self._on_benchmark_action_triggered)
         self.settings_action.triggered.connect(self._on_settings_action_triggered)
         self.stop_shortcut.activated.connect(self._on_stop_shortcut_activated)
         self.new_shortcut.activated.connect(self._on_sidebar_new_requested)
+
+    def _on_benchmark_action_triggered(self) -> None:
+        from localchat.ui.bench_dialog import open_benchmark_dialog
+
+        open_benchmark_dialog(self, lambda: getattr(self, "_last_config", None))
 
     # -- public -----------------------------------------------------------------------
 
@@ -330,6 +338,7 @@ class MainWindow(QMainWindow):
             system_prompt=system,
             speculation_enabled=self.status.speculation_enabled,
             max_tokens=self._max_tokens,
+            session=str(conversation_id),  # adaptive speculation learns per conversation
         )
         self._reply = _Reply(conversation_id)
         self.chat_view.begin_reply(self._model_label())

@@ -33,6 +33,7 @@ def build_request(
     system_prompt: str = "",
     speculation_enabled: bool = True,
     max_tokens: int = 1024,
+    session: str = "",
 ) -> GenerationRequest:
     messages = list(history)
     if system_prompt.strip():
@@ -53,6 +54,7 @@ def build_request(
             draft_tokens=int(settings.get("draft_tokens")),
             adaptive=bool(settings.get("adaptive")),
         ),
+        session=session,
     )
 
 

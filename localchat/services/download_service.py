@@ -1,0 +1,129 @@
+"""Model downloads for the GUI: a catalog entry's target and drafter, off the GUI thread.
+
+``DownloadService.start(entry_id)`` runs ``hub.pull.pull`` in a worker thread
+and returns a job id. Progress, completion and failure reach the GUI thread
+through a queue drained by a QTimer (the GUI thread never waits on the
+network), as signals:
+
+- ``progress(job, bytes_done, bytes_total)``
+- ``finished(job, target_path, draft_path_or_empty)``
+- ``failed(job, sentence)`` (a cancel is reported as ``failed`` with "Download cancelled.")
+
+Cancel sets the job's event; huggingface-hub checks it between chunks, and the
+partial ``.part`` file is kept so the next start resumes it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from localchat.services.qt_signals import emit
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 100
+
+PullFunction = Callable[..., Any]
+
+
+class DownloadService(QObject):
+    progress = Signal(object, object, object)  # job, bytes done, bytes total (ints may exceed 32 bits)
+    finished = Signal(object, str, str)  # job, target path, draft path ("" without one)
+    failed = Signal(object, str)  # job, sentence
+
+    def __init__(
+        self,
+        models_dir: Callable[[], Path],
+        *,
+        source: str = "hub",
+        pull: PullFunction | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._models_dir = models_dir
+        self._source = source
+        self._pull = pull
+        self._ids = itertools.count(1)
+        self._cancel: dict[int, threading.Event] = {}
+        self._events: queue.SimpleQueue[tuple[str, int, tuple[Any, ...]]] = queue.SimpleQueue()
+        self._timer = QTimer(self)
+        self._timer.setInterval(POLL_MS)
+        self._timer.timeout.connect(self._on_timer_timeout)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._cancel)
+
+    def start(self, entry_id: str, *, source: str | None = None) -> int:
+        job = next(self._ids)
+        cancel = threading.Event()
+        self._cancel[job] = cancel
+        worker = threading.Thread(
+            target=self._run, args=(job, entry_id, source or self._source, cancel),
+            name=f"download-{job}", daemon=True,
+        )
+        worker.start()
+        self._timer.start()
+        return job
+
+    def cancel(self, job: object) -> None:
+        event = self._cancel.get(job) if isinstance(job, int) else None
+        if event is not None:
+            event.set()
+
+    def cancel_all(self) -> None:
+        for event in self._cancel.values():
+            event.set()
+
+    # -- worker thread ------------------------------------------------------------------
+
+    def _run(self, job: int, entry_id: str, source: str, cancel: threading.Event) -> None:
+        from localchat.catalog.drafters import load_catalog
+        from localchat.hub.errors import DownloadError
+        from localchat.hub.pull import pull as hub_pull
+
+        pull = self._pull or hub_pull
+
+        def on_progress(p: Any) -> None:
+            self._events.put(("progress", job, (int(p.bytes_done), int(p.bytes_total))))
+
+        try:
+            catalog = load_catalog()
+            entry = catalog.get(entry_id)
+            result = pull(entry, self._models_dir(), catalog=catalog, source=source,
+                          progress=on_progress, cancel=cancel)
+        except DownloadError as exc:
+            message = "Download cancelled." if cancel.is_set() else str(exc)
+            self._events.put(("failed", job, (message,)))
+        except KeyError:
+            self._events.put(("failed", job, (f"The catalog has no model called {entry_id!r}.",)))
+        except Exception as exc:  # a sentence for the user, the details for the log
+            log.exception("download %s failed", entry_id)
+            self._events.put(("failed", job, (f"The download failed ({type(exc).__name__}: {exc}).",)))
+        else:
+            draft = str(result.drafter) if result.drafter else ""
+            self._events.put(("finished", job, (str(result.target), draft)))
+
+    # -- GUI thread -----------------------------------------------------------------------
+
+    def _on_timer_timeout(self) -> None:
+        while True:
+            try:
+                kind, job, args = self._events.get_nowait()
+            except queue.Empty:
+                break
+            if kind == "progress":
+                emit(self.progress, job, *args)
+            else:
+                self._cancel.pop(job, None)
+                emit(self.finished if kind == "finished" else self.failed, job, *args)
+        if not self._cancel:
+            self._timer.stop()
