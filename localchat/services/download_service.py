@@ -31,8 +31,6 @@ log = logging.getLogger(__name__)
 
 POLL_MS = 100
 
-PullFunction = Callable[..., Any]
-
 
 class DownloadService(QObject):
     progress = Signal(object, object, object)  # job, bytes done, bytes total (ints may exceed 32 bits)
@@ -44,13 +42,15 @@ class DownloadService(QObject):
         models_dir: Callable[[], Path],
         *,
         source: str = "hub",
-        pull: PullFunction | None = None,
+        catalog: Callable[[], Any] | None = None,
+        endpoint: str | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
         self._models_dir = models_dir
         self._source = source
-        self._pull = pull
+        self._catalog = catalog
+        self._endpoint = endpoint
         self._ids = itertools.count(1)
         self._cancel: dict[int, threading.Event] = {}
         self._events: queue.SimpleQueue[tuple[str, int, tuple[Any, ...]]] = queue.SimpleQueue()
@@ -90,16 +90,15 @@ class DownloadService(QObject):
         from localchat.hub.errors import DownloadError
         from localchat.hub.pull import pull as hub_pull
 
-        pull = self._pull or hub_pull
 
         def on_progress(p: Any) -> None:
             self._events.put(("progress", job, (int(p.bytes_done), int(p.bytes_total))))
 
         try:
-            catalog = load_catalog()
+            catalog = (self._catalog or load_catalog)()
             entry = catalog.get(entry_id)
-            result = pull(entry, self._models_dir(), catalog=catalog, source=source,
-                          progress=on_progress, cancel=cancel)
+            result = hub_pull(entry, self._models_dir(), catalog=catalog, source=source,
+                              progress=on_progress, cancel=cancel, endpoint=self._endpoint)
         except DownloadError as exc:
             message = "Download cancelled." if cancel.is_set() else str(exc)
             self._events.put(("failed", job, (message,)))

@@ -1,0 +1,62 @@
+"""The GUI's download service against the hub stand-in: progress, finish, cancel, errors."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from localchat.catalog.drafters import Catalog
+from localchat.services.download_service import DownloadService
+from tests.hub.hubserver import HubServer
+from tests.hub.test_pull import SMOL_SHA, catalog, tiny_draft  # noqa: F401  (fixtures)
+
+
+def _service(models: Path, cat: Catalog, hub: HubServer) -> DownloadService:
+    return DownloadService(lambda: models, catalog=lambda: cat, endpoint=hub.url)
+
+
+def test_download_reports_progress_and_finishes(
+    qtbot: QtBot, tmp_path: Path, catalog: Catalog, hub: HubServer, smollm2_path: Path, tiny_draft: bytes  # noqa: F811
+) -> None:
+    hub.add("test/SmolLM2-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", smollm2_path)
+    hub.add("test/Tiny-GGUF", "tiny-draft.gguf", tiny_draft)
+    svc = _service(tmp_path / "models", catalog, hub)
+    seen: list[tuple[int, int]] = []
+    svc.progress.connect(lambda job, done, total: seen.append((done, total)))
+    with qtbot.waitSignal(svc.finished, timeout=60_000) as blocker:
+        job = svc.start("smol")
+    got_job, target, draft = blocker.args
+    assert got_job == job
+    assert hashlib.sha256(Path(target).read_bytes()).hexdigest() == SMOL_SHA
+    assert Path(draft).read_bytes() == tiny_draft
+    assert seen and seen[-1][0] == seen[-1][1] > 0
+    assert not svc.active
+
+
+def test_cancel_reports_a_sentence_and_keeps_nothing_as_a_model(
+    qtbot: QtBot, tmp_path: Path, catalog: Catalog, hub: HubServer, smollm2_path: Path, tiny_draft: bytes  # noqa: F811
+) -> None:
+    hub.add("test/SmolLM2-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", smollm2_path)
+    hub.add("test/Tiny-GGUF", "tiny-draft.gguf", tiny_draft)
+    hub.delay_per_block_s = 0.01
+    models = tmp_path / "models"
+    svc = _service(models, catalog, hub)
+    svc.progress.connect(lambda job, done, total: svc.cancel(job))
+    with qtbot.waitSignal(svc.failed, timeout=60_000) as blocker:
+        svc.start("smol")
+    assert blocker.args[1] == "Download cancelled."
+    assert not list(models.rglob("*.gguf"))
+
+
+def test_unknown_entry_and_missing_file_give_sentences(
+    qtbot: QtBot, tmp_path: Path, catalog: Catalog, hub: HubServer  # noqa: F811
+) -> None:
+    svc = _service(tmp_path / "models", catalog, hub)
+    with qtbot.waitSignal(svc.failed, timeout=30_000) as blocker:
+        svc.start("no-such-model")
+    assert "no-such-model" in blocker.args[1]
+    with qtbot.waitSignal(svc.failed, timeout=30_000) as blocker:
+        svc.start("smol")  # the stand-in holds no files: 404
+    assert "Traceback" not in blocker.args[1] and blocker.args[1].endswith(".")
