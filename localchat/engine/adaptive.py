@@ -67,42 +67,62 @@ def _ewma(old: float | None, new: float, alpha: float) -> float:
 
 
 @dataclass
-class CostModel:
-    """Measured timings of this engine's target and drafter (shared by all conversations)."""
+class LineFit:
+    """Seconds as a function of a size: per-size moving averages, and a weighted line between them."""
 
-    # batch size -> (moving average of verify seconds, observations)
-    verify: dict[int, tuple[float, int]] = field(default_factory=dict)
-    draft_per_token: dict[str, float] = field(default_factory=dict)  # source -> seconds per draft token
+    points: dict[int, tuple[float, int]] = field(default_factory=dict)  # size -> (average, count)
+    min_slope: float = 0.0
 
-    def observe_verify(self, batch: int, seconds: float) -> None:
-        avg, n = self.verify.get(batch, (seconds, 0))
-        self.verify[batch] = (avg + (seconds - avg) / min(n + 1, 16), n + 1)
+    def observe(self, size: int, seconds: float) -> None:
+        avg, n = self.points.get(size, (seconds, 0))
+        self.points[size] = (avg + (seconds - avg) / min(n + 1, 16), n + 1)
 
-    def observe_draft(self, source: str, tokens: int, seconds: float) -> None:
-        if tokens > 0:
-            self.draft_per_token[source] = _ewma(self.draft_per_token.get(source), seconds / tokens, 0.1)
-
-    def t_verify(self, batch: int) -> float | None:
-        """Verification time for ``batch`` tokens: measured, else from a weighted line fit."""
-        if batch in self.verify and self.verify[batch][1] >= 3:
-            return self.verify[batch][0]
-        pts = [(b, t, min(n, 16)) for b, (t, n) in self.verify.items()]
+    def predict(self, size: int) -> float | None:
+        if size in self.points and self.points[size][1] >= 3:
+            return self.points[size][0]
+        pts = [(b, t, min(n, 16)) for b, (t, n) in self.points.items()]
         if not pts:
             return None
         if len({b for b, _, _ in pts}) < 2:
             b0, t0, _ = pts[0]
-            # One size seen: assume cost grows mildly with the batch (conservative on a CPU).
-            return t0 * (1.0 + 0.08 * (batch - b0))
+            # One size seen: assume the cost grows mildly with the size (conservative on a CPU).
+            return max(t0 * (1.0 + 0.08 * (size - b0)), 1e-6)
         w = sum(n for _, _, n in pts)
         mb = sum(b * n for b, _, n in pts) / w
         mt = sum(t * n for _, t, n in pts) / w
         var = sum(n * (b - mb) ** 2 for b, _, n in pts)
         slope = sum(n * (b - mb) * (t - mt) for b, t, n in pts) / var if var > 0 else 0.0
-        slope = max(slope, 0.0)
-        return max(mt + slope * (batch - mb), 1e-6)
+        return max(mt + max(slope, self.min_slope) * (size - mb), 1e-6)
+
+
+@dataclass
+class CostModel:
+    """Measured timings of this engine's target and drafter (shared by all conversations).
+
+    Verification time by batch size, and drafting time by draft length per
+    drafter (a draft-model step has a fixed part, catching up on the accepted
+    tokens, and a part per drafted token; a line captures both).
+    """
+
+    verify: LineFit = field(default_factory=LineFit)
+    draft: dict[str, LineFit] = field(default_factory=dict)
+
+    def observe_verify(self, batch: int, seconds: float) -> None:
+        self.verify.observe(batch, seconds)
+
+    def observe_draft(self, source: str, tokens: int, seconds: float) -> None:
+        if tokens > 0:
+            self.draft.setdefault(source, LineFit()).observe(tokens, seconds)
+
+    def t_verify(self, batch: int) -> float | None:
+        return self.verify.predict(batch)
+
+    def t_draft(self, source: str, tokens: int) -> float | None:
+        fit = self.draft.get(source)
+        return fit.predict(tokens) if fit is not None else None
 
     def ready(self) -> bool:
-        return self.t_verify(1) is not None and 1 in self.verify
+        return 1 in self.verify.points
 
 
 @dataclass
@@ -116,22 +136,24 @@ class AdaptivePolicy:
     prior: float = 0.6  # assumed acceptance for positions not yet seen
     warmup_steps: int = 12  # speculative steps measured before auto-off may trigger
     retry_tokens: int = 128  # plain tokens before probing again (doubles after each failed probe)
-    calibrate_every: int = 48  # a plain step now and then keeps plain speed measured
+    calibrate_every: int = 128  # a plain step now and then keeps plain speed measured
 
     _accept: list[float] = field(default_factory=list)
     _n: int = 0
     _steps: int = 0
     _spec_steps: int = 0
     _window: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=32))
+    _full_streak: int = 0
     _spec_gain: float | None = None  # measured speculative speed / plain speed over the window
     _acc_rate: float | None = None
     _paused_left: int = 0
     _backoff: int = 1
     _reason: str = ""
-    _next_plain: bool = True  # the first step measures plain speed
+    _next_plain: bool = True  # a plain step measures plain speed (first step, if not yet measured)
 
     def __post_init__(self) -> None:
         self._n = max(1, min(self.start, self.max_len))
+        self._next_plain = not self.cost.ready()
 
     # -- model ------------------------------------------------------------------------
     def _a(self, i: int) -> float:
@@ -150,14 +172,14 @@ class AdaptivePolicy:
     def _best_length(self) -> tuple[int, float]:
         """(length, expected speed-up over plain) from the models; (current, 1) without timings."""
         t1 = self.cost.t_verify(1)
-        td = self.cost.draft_per_token.get(self.source)
-        if t1 is None or td is None:
+        if t1 is None or self.source not in self.cost.draft:
             return self._n, 1.0
         best_n, best_rate = self._n, 0.0
         for n in range(1, self.max_len + 1):
             tv = self.cost.t_verify(n + 1)
-            assert tv is not None
-            rate = self.expected_tokens(n) / (n * td + tv)
+            td = self.cost.t_draft(self.source, n)
+            assert tv is not None and td is not None
+            rate = self.expected_tokens(n) / (td + tv)
             if rate > best_rate * 1.005:  # prefer shorter drafts on near-ties
                 best_n, best_rate = n, rate
         return best_n, best_rate * t1
@@ -218,8 +240,14 @@ class AdaptivePolicy:
             tokens = sum(t for t, _ in self._window)
             seconds = sum(s for _, s in self._window)
             self._spec_gain = tokens / seconds * t1 if seconds > 0 else None
-        if self.cost.draft_per_token.get(self.source) is not None and t1 is not None:
+        self._full_streak = self._full_streak + 1 if accepted == drafted else 0
+        if self.source in self.cost.draft and t1 is not None:
             self._n, _ = self._best_length()
+            if self._full_streak >= 3 and self._n <= drafted < self.max_len:
+                # Every draft lately was accepted whole: measure a longer one, or the
+                # cost model never learns what longer drafts cost.
+                self._n = min(self.max_len, drafted + 2)
+                self._full_streak = 0
         else:  # no timings yet: the +2/-1 rule
             self._n = min(self.max_len, self._n + 2) if accepted == drafted else max(1, self._n - 1)
         if self._steps % self.calibrate_every == 0:

@@ -260,8 +260,10 @@ def run_bench(
             if cancel():
                 return report
             engine.reset()
+            # Each prompt is a new conversation: adaptive state does not carry from one to the next.
             req = GenerationRequest(messages=(ChatMessage("user", bp.prompt),), max_tokens=max_tokens,
-                                    sampling=greedy, speculation=mode.speculation)
+                                    sampling=greedy, speculation=mode.speculation,
+                                    session=f"bench:{bp.id}:{mode.name}")
             res = engine.generate(req, should_cancel=cancel)
             if res.finish_reason is FinishReason.CANCELLED:
                 return report

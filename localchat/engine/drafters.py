@@ -200,13 +200,25 @@ class NgramDrafter:
 
 
 class CombinedDrafter:
-    """Per step: the n-gram drafter when the context repeats itself, otherwise the draft model."""
+    """Per step: n-gram lookup when the context repeats itself and lookup drafts have been
+    accepted about as well as the model's, otherwise the draft model.
+
+    Lookup drafts are free but, on text that merely shares short phrases with the
+    prompt, often wrong; the model's are paid for but usually right. Both
+    acceptance rates are tracked (``observe``), and lookup gets a retry now and
+    then after it lost the lead, so it comes back when the reply starts copying.
+    """
+
+    RETRY_EVERY = 16
 
     def __init__(self, model: ModelDrafter, ngram: NgramDrafter, min_match: int = 3) -> None:
         self.model = model
         self.ngram = ngram
         self.min_match = min_match
         self.name = f"{model.name} + n-gram"
+        self.ngram_rate = 0.7  # moving averages of accepted/drafted, with optimistic priors
+        self.model_rate = 0.7
+        self._passed_over = 0
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
         self.model.prefill(tokens, should_cancel)
@@ -217,10 +229,23 @@ class CombinedDrafter:
     ) -> Draft:
         size, _ = self.ngram.match(tokens)
         if size >= self.min_match:
-            draft = self.ngram.propose(tokens, n, params, rng)
-            if len(draft.tokens) >= min(n, 2):
-                return draft
+            if self.ngram_rate >= self.model_rate - 0.1 or self._passed_over >= self.RETRY_EVERY:
+                self._passed_over = 0
+                draft = self.ngram.propose(tokens, n, params, rng)
+                if len(draft.tokens) >= min(n, 2):
+                    return draft
+            else:
+                self._passed_over += 1
         return self.model.propose(tokens, n, params, rng)
+
+    def observe(self, source: str, drafted: int, accepted: int) -> None:
+        if drafted <= 0:
+            return
+        rate = accepted / drafted
+        if source == self.ngram.name:
+            self.ngram_rate += 0.2 * (rate - self.ngram_rate)
+        else:
+            self.model_rate += 0.1 * (rate - self.model_rate)
 
     def close(self) -> None:
         self.model.close()

@@ -72,6 +72,7 @@ class Engine:
         self.ngram = NgramDrafter()
         self.draft_model: Model | None = None
         self.model_drafter: ModelDrafter | None = None
+        self.combined: CombinedDrafter | None = None  # kept across replies: it learns which source wins
         self.draft_problem = ""  # why the draft model is not in use, in words
         self._policies: dict[tuple[str, str], AdaptivePolicy] = {}  # (session, drafter) -> policy
         self.cost = CostModel()  # timings of this hardware, shared by every conversation
@@ -137,7 +138,9 @@ class Engine:
             reason = self.draft_problem or "No draft model is paired with this model."
             return self.ngram, SpeculationState(True, "n-gram", reason, spec.draft_tokens)
         state = SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
-        return CombinedDrafter(md, self.ngram), state
+        if self.combined is None:
+            self.combined = CombinedDrafter(md, self.ngram)
+        return self.combined, state
 
     def speculation_state(self, spec: SpeculationConfig) -> SpeculationState:
         return self._choose_drafter(spec)[1]

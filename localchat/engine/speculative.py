@@ -168,6 +168,9 @@ class DecodeLoop:
             if draft.tokens:
                 rec.record_draft(len(draft.tokens), accepted)
             self.policy.observe(len(draft.tokens), accepted, draft_s, verify_s, draft.source)
+            observe = getattr(self.drafter, "observe", None)
+            if observe is not None and draft.tokens:
+                observe(draft.source, len(draft.tokens), accepted)
 
             out: list[int] = []
             stop = False
