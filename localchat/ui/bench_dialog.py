@@ -49,12 +49,12 @@ from localchat.engine.bench import (
     BenchPrompt,
     BenchRecord,
     BenchReport,
+    bench_mode,
     builtin_prompts,
     load_prompts,
 )
 from localchat.engine.stats import combine
 from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
-from localchat.host.bench_worker import bench_mode
 from localchat.ui.bench_chart import GroupedBarChart, LineChart
 from localchat.ui.bench_results import (
     default_data_dir,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from localchat.engine.bench import builtin_prompts
+from localchat.engine.bench import bench_mode, builtin_prompts
 from localchat.engine.types import EngineConfig
-from localchat.host.bench_worker import BenchLoaded, BenchProcess, BenchProgress, bench_mode
+from localchat.host.bench_worker import BenchLoaded, BenchProcess, BenchProgress
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from localchat.engine.bench import BenchReport, builtin_prompts
+from localchat.engine.bench import BenchReport, bench_mode, builtin_prompts
 from localchat.engine.types import EngineConfig
-from localchat.host.bench_worker import bench_mode
 from localchat.services.bench_service import BenchService
 
 pytestmark = pytest.mark.slow
