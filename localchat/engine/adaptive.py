@@ -106,6 +106,9 @@ class CostModel:
 
     verify: LineFit = field(default_factory=LineFit)
     draft: dict[str, LineFit] = field(default_factory=dict)
+    # The pair's acceptance by draft position over every conversation: a new
+    # conversation starts from it instead of from a blind prior.
+    accept: dict[str, list[float]] = field(default_factory=dict)
 
     def observe_verify(self, batch: int, seconds: float) -> None:
         self.verify.observe(batch, seconds)
@@ -154,6 +157,11 @@ class AdaptivePolicy:
     def __post_init__(self) -> None:
         self._n = max(1, min(self.start, self.max_len))
         self._next_plain = not self.cost.ready()
+        learned = self.cost.accept.get(self.source)
+        if learned:
+            # Start where this pair's earlier conversations ended up.
+            self._accept = list(learned)
+            self._n = self._best_length()[0]
 
     # -- model ------------------------------------------------------------------------
     def _a(self, i: int) -> float:
@@ -224,12 +232,14 @@ class AdaptivePolicy:
         self._update(drafted, accepted, draft_s, verify_s)
 
     def _observe_acceptance(self, drafted: int, accepted: int) -> None:
+        shared = self.cost.accept.setdefault(self.source, [])
         for i in range(drafted):
             hit = 1.0 if i < accepted else 0.0
-            if i < len(self._accept):
-                self._accept[i] = _ewma(self._accept[i], hit, 0.15)
-            else:
-                self._accept.append(0.5 * self.prior + 0.5 * hit)
+            for table, alpha in ((self._accept, 0.15), (shared, 0.05)):
+                if i < len(table):
+                    table[i] = _ewma(table[i], hit, alpha)
+                else:
+                    table.append(0.5 * self.prior + 0.5 * hit)
             if not hit:
                 break
 

@@ -116,3 +116,15 @@ def test_cost_model_fits_a_line_through_measured_batches() -> None:
         c.observe_verify(5, 0.14)
     assert c.t_verify(1) == 0.10
     assert abs((c.t_verify(9) or 0) - 0.18) < 1e-6
+
+
+def test_a_new_conversation_starts_from_what_the_pair_learned() -> None:
+    cost = CostModel()
+    first = AdaptivePolicy(cost, start=2, source="draft")
+    drive(first, accept_prob=0.97, steps=120, t_per_token=0.001, t_draft=0.005)
+    learned = first.draft_length()
+    assert learned >= 6
+    second = AdaptivePolicy(cost, start=2, source="draft")
+    assert second.draft_length() >= learned - 2  # not the blind start of 2
+    other_pair = AdaptivePolicy(cost, start=2, source="another drafter")
+    assert other_pair.draft_length() == 2
