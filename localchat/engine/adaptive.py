@@ -159,9 +159,12 @@ class AdaptivePolicy:
         self._next_plain = not self.cost.ready()
         learned = self.cost.accept.get(self.source)
         if learned:
-            # Start where this pair's earlier conversations ended up.
+            # Start where this pair's earlier conversations ended up; if those showed
+            # that speculation does not pay on this machine, start paused.
             self._accept = list(learned)
-            self._n = self._best_length()[0]
+            self._n, expected = self._best_length()
+            if expected < 0.97 and self.cost.ready():
+                self._pause(expected, sum(learned[:1]) or 0.0)
 
     # -- model ------------------------------------------------------------------------
     def _a(self, i: int) -> float:
@@ -243,6 +246,14 @@ class AdaptivePolicy:
             if not hit:
                 break
 
+    def _pause(self, gain: float, acceptance: float) -> None:
+        tokens = self.retry_tokens * self._backoff
+        self._reason = (
+            f"speculation paused: {gain:.2f}x at acceptance {acceptance:.2f}; retrying in {tokens} tokens"
+        )
+        self._paused_left = tokens
+        self._backoff = min(self._backoff * 2, 8)
+
     def _update(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
         t1 = self.cost.t_verify(1)
         self._window.append((accepted + 1, draft_s + verify_s))
@@ -267,12 +278,6 @@ class AdaptivePolicy:
             and self._spec_gain is not None
             and self._spec_gain < 0.97
         ):
-            tokens = self.retry_tokens * self._backoff
-            self._reason = (
-                f"speculation paused: {self._spec_gain:.2f}x at acceptance {self._acc_rate or 0:.2f}; "
-                f"retrying in {tokens} tokens"
-            )
-            self._paused_left = tokens
-            self._backoff = min(self._backoff * 2, 8)
+            self._pause(self._spec_gain, self._acc_rate or 0.0)
         elif self._spec_steps >= self.warmup_steps and self._spec_gain is not None and self._spec_gain >= 1.0:
             self._backoff = 1

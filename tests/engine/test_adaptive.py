@@ -128,3 +128,12 @@ def test_a_new_conversation_starts_from_what_the_pair_learned() -> None:
     assert second.draft_length() >= learned - 2  # not the blind start of 2
     other_pair = AdaptivePolicy(cost, start=2, source="another drafter")
     assert other_pair.draft_length() == 2
+
+
+def test_a_new_conversation_starts_paused_where_the_pair_loses() -> None:
+    cost = CostModel()
+    first = AdaptivePolicy(cost, start=4, source="draft", retry_tokens=32)
+    run_until_paused(first, accept_prob=0.05)
+    second = AdaptivePolicy(cost, start=4, source="draft", retry_tokens=32)
+    assert second.paused and second.draft_length() == 0
+    assert "speculation paused" in second.reason
