@@ -21,6 +21,7 @@ from localchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, Ng
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
 from localchat.engine.speculative import DecodeLoop
 from localchat.engine.stats import StatsRecorder
+from localchat.engine.textruns import runs_from_flags
 from localchat.engine.types import (
     DrafterKind,
     EngineConfig,
@@ -196,16 +197,20 @@ class Engine:
         out_tokens: list[int] = []
         finish: FinishReason | None = None
         unsent_tokens = unsent_accepted = 0  # counts of steps whose text is still held back
+        drafted: list[bool] = []  # per character of ``text``: from an accepted draft token
         for step in loop.run(tokens):
             out_tokens.extend(step.tokens)
             unsent_tokens += len(step.tokens)
             unsent_accepted += step.accepted_draft
-            for tok in step.tokens:
-                text += decoder.decode(self.target_model.piece(tok))
+            for i, tok in enumerate(step.tokens):
+                piece = decoder.decode(self.target_model.piece(tok))
+                text += piece
+                drafted.extend([i < step.accepted_draft] * len(piece))
             if stops:
                 cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
                 if cut >= 0:
                     text = text[:cut]
+                    del drafted[cut:]
                     finish = FinishReason.STOP
             visible = len(text) if finish else max(sent, len(text) - hold)
             if on_event is not None and visible > sent:
@@ -216,18 +221,22 @@ class Engine:
                         drafted_accepted=unsent_accepted,
                         stats=rec.snapshot(),
                         speculation=self._live_state(spec_state, policy),
+                        drafted_runs=runs_from_flags(drafted[sent:visible]),
                     )
                 )
                 sent = visible
                 unsent_tokens = unsent_accepted = 0
             if finish:
                 break
-        text += decoder.decode(b"", final=True)
+        tail = decoder.decode(b"", final=True)
+        text += tail
+        drafted.extend([False] * len(tail))
         if finish is None:
             finish = loop.finish_reason
         if on_event is not None and (len(text) > sent or unsent_tokens):
             on_event(TokenEvent(text[sent:], unsent_tokens, unsent_accepted, rec.snapshot(),
-                                self._live_state(spec_state, policy)))
+                                self._live_state(spec_state, policy),
+                                drafted_runs=runs_from_flags(drafted[sent:])))
         notice = ""
         if dropped:
             notice = (
@@ -242,6 +251,7 @@ class Engine:
             token_ids=tuple(out_tokens),
             dropped_messages=dropped,
             notice=notice,
+            drafted_runs=runs_from_flags(drafted),
         )
 
     @staticmethod

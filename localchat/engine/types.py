@@ -102,6 +102,8 @@ class TokenEvent:
     drafted_accepted: int  # how many of these tokens were accepted draft tokens
     stats: GenerationStats
     speculation: SpeculationState
+    # Which characters of ``text`` came from accepted draft tokens (see engine.textruns).
+    drafted_runs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class GenerationResult:
     token_ids: tuple[int, ...] = ()
     dropped_messages: int = 0  # oldest chat messages left out to fit the context
     notice: str = ""  # a sentence for the user, e.g. about dropped messages
+    drafted_runs: tuple[int, ...] = ()  # which characters of ``text`` came from accepted drafts
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from localchat.engine.textruns import concat_runs
 from localchat.engine.types import (
     EngineConfig,
     EngineInfo,
@@ -112,4 +113,5 @@ def merge_events(first: TokenEvent, second: TokenEvent) -> TokenEvent:
         drafted_accepted=first.drafted_accepted + second.drafted_accepted,
         stats=second.stats,
         speculation=second.speculation,
+        drafted_runs=concat_runs(first.drafted_runs, second.drafted_runs),
     )

@@ -16,8 +16,9 @@ from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from localchat.engine.textruns import concat_runs, flags_from_runs
 from localchat.services.qt_signals import emit
-from localchat.ui.markdown_render import Colors, render_message
+from localchat.ui.markdown_render import Colors, mark_drafted, render_message
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ class DisplayMessage:
     role: str  # "user" | "assistant" | "notice"
     content: str
     footer: str = ""  # e.g. the reply's speed, or why it stopped
+    drafted: tuple[int, ...] = ()  # which characters came from accepted drafts (engine.textruns)
 
 
 def palette_colors(palette: QPalette) -> Colors:
@@ -45,6 +47,7 @@ def palette_colors(palette: QPalette) -> Colors:
         code_border=code_bg.darker(120).name() if not dark else code_bg.lighter(130).name(),
         link=palette.color(QPalette.ColorRole.Link).name(),
         user_background=user_bg.name(),
+        drafted="#7ee787" if dark else "#1a7f37",
     )
 
 
@@ -61,7 +64,9 @@ class ChatView(QTextBrowser):
         self._messages: list[DisplayMessage] = []
         self._cache: dict[int, tuple[DisplayMessage, str, list[str]]] = {}
         self._streaming: str | None = None
+        self._streaming_runs: tuple[int, ...] = ()
         self._streaming_label = ""
+        self._colour_drafted = False
         self._code_blocks: list[str] = []
         self._colors = palette_colors(self.palette())
         self._redraw_timer = QTimer(self)
@@ -84,6 +89,21 @@ class ChatView(QTextBrowser):
     def streaming_text(self) -> str | None:
         return self._streaming
 
+    @property
+    def colour_drafted(self) -> bool:
+        return self._colour_drafted
+
+    def set_colour_drafted(self, on: bool) -> None:
+        """Show text from accepted draft tokens in the draft colour (off by default)."""
+        if on != self._colour_drafted:
+            self._colour_drafted = on
+            self._cache.clear()
+            self.redraw()
+
+    @property
+    def streaming_runs(self) -> tuple[int, ...]:
+        return self._streaming_runs
+
     def set_placeholder(self, text: str) -> None:
         self._placeholder = text
         self.redraw()
@@ -102,24 +122,38 @@ class ChatView(QTextBrowser):
 
     def begin_reply(self, label: str = "Assistant") -> None:
         self._streaming = ""
+        self._streaming_runs = ()
         self._streaming_label = label
         self.redraw()
         self._scroll_to_end()
 
-    def append_reply(self, text: str) -> None:
+    def append_reply(self, text: str, drafted: tuple[int, ...] = ()) -> None:
+        """Add streamed text; ``drafted`` marks which of its characters came from accepted drafts."""
         if self._streaming is None:
             self.begin_reply()
+        runs = drafted if sum(drafted) == len(text) else ()
+        self._streaming_runs = concat_runs(self._streaming_runs, runs or ((len(text),) if text else ()))
         self._streaming = (self._streaming or "") + text
         if not self._redraw_timer.isActive():
             self._redraw_timer.start()
 
-    def end_reply(self, footer: str = "") -> str:
-        """Turn the streaming reply into a finished message and return its text."""
-        text = self._streaming or ""
+    def end_reply(self, footer: str = "", text: str | None = None, drafted: tuple[int, ...] = ()) -> str:
+        """Turn the streaming reply into a finished message and return its text.
+
+        ``text`` and ``drafted`` replace what streamed in when the engine's final word differs.
+        """
+        runs = self._streaming_runs
+        if text is None:
+            text = self._streaming or ""
+        else:
+            runs = drafted
+        if sum(runs) != len(text):
+            runs = ()
         self._streaming = None
+        self._streaming_runs = ()
         self._redraw_timer.stop()
         if text or footer:
-            self._messages.append(DisplayMessage("assistant", text, footer))
+            self._messages.append(DisplayMessage("assistant", text, footer, runs))
         self.redraw()
         self._scroll_to_end()
         return text
@@ -142,7 +176,10 @@ class ChatView(QTextBrowser):
         if message.role == "notice":
             return f'<p style="color:{c.muted};"><i>{html.escape(message.content)}</i></p>'
         who = "You" if message.role == "user" else (label or "Assistant")
-        body = render_message(message.content, c, blocks, plain=message.role == "user")
+        content = message.content
+        if self._colour_drafted and message.role == "assistant" and any(message.drafted[1::2]):
+            content = mark_drafted(content, flags_from_runs(message.drafted))
+        body = render_message(content, c, blocks, plain=message.role == "user")
         footer = (
             f'<p style="color:{c.muted}; font-size:small;">{html.escape(message.footer)}</p>'
             if message.footer
@@ -162,8 +199,11 @@ class ChatView(QTextBrowser):
         parts = [self._message_html(i, m) for i, m in enumerate(self._messages)]
         if self._streaming is not None:
             shown = self._streaming or "…"
+            runs = self._streaming_runs if self._streaming else ()
             parts.append(
-                self._render(DisplayMessage("assistant", shown), self._code_blocks, self._streaming_label)
+                self._render(
+                    DisplayMessage("assistant", shown, drafted=runs), self._code_blocks, self._streaming_label
+                )
             )
         if not parts and self._placeholder:
             parts.append(

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from localchat.engine.stats import GenerationStats
+from localchat.engine.textruns import concat_runs, valid_runs
 from localchat.engine.types import (
     ChatMessage,
     EngineConfig,
@@ -80,6 +81,7 @@ class _Reply:
 
     conversation_id: object
     text: str = ""
+    drafted: tuple[int, ...] = ()  # which characters came from accepted drafts
 
 
 class MainWindow(QMainWindow):
@@ -165,6 +167,7 @@ class MainWindow(QMainWindow):
         self.stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         self.new_shortcut = QShortcut(QKeySequence("Ctrl+N"), self)
         self.status.set_speculation_enabled(bool(self._settings.get("speculation")))
+        self.chat_view.set_colour_drafted(bool(self._settings.get("colour_accepted_tokens")))
         self._connect_signals()
         self._restore_geometry()
         self._refresh_conversations()
@@ -379,12 +382,13 @@ class MainWindow(QMainWindow):
                 footer = "Cut off at the length limit. " + footer
             if reply is not None and result.text and len(result.text) >= len(reply.text):
                 reply.text = result.text
+                reply.drafted = result.drafted_runs
         elif sentence:
             footer = "Interrupted."
         if reply is not None and reply.text.strip():
-            self._store_add(reply.conversation_id, "assistant", reply.text, result)
+            self._store_add(reply.conversation_id, "assistant", reply.text, result, reply.drafted)
         if reply is not None and reply.conversation_id == self._conversation_id:
-            self.chat_view.end_reply(footer)
+            self.chat_view.end_reply(footer, reply.text, reply.drafted)
         else:
             self.chat_view.end_reply()
             if self._conversation_id is not None:
@@ -432,9 +436,11 @@ class MainWindow(QMainWindow):
     def _on_engine_tokens_received(self, event: TokenEvent) -> None:
         if self._reply is None:
             return
+        runs = event.drafted_runs if sum(event.drafted_runs) == len(event.text) else (len(event.text),)
         self._reply.text += event.text
+        self._reply.drafted = concat_runs(self._reply.drafted, runs)
         if self._reply.conversation_id == self._conversation_id:
-            self.chat_view.append_reply(event.text)
+            self.chat_view.append_reply(event.text, runs)
         self.status.show_progress(event)
 
     def _on_engine_generation_finished(self, result: GenerationResult) -> None:
@@ -557,6 +563,8 @@ class MainWindow(QMainWindow):
     def _on_settings_changed(self, name: str, value: object) -> None:
         if name == "speculation":
             self.status.set_speculation_enabled(bool(value))
+        elif name == "colour_accepted_tokens":
+            self.chat_view.set_colour_drafted(bool(value))
 
     def _on_settings_save_failed(self, sentence: str) -> None:
         self._show_notice(sentence)
@@ -584,7 +592,12 @@ class MainWindow(QMainWindow):
 
     def _show_conversation(self, conversation_id: object) -> None:
         messages = [
-            DisplayMessage(_role(m), _content(m), _footer_from_json(getattr(m, "stats", None)))
+            DisplayMessage(
+                _role(m),
+                _content(m),
+                _footer_from_json(getattr(m, "stats", None)),
+                valid_runs((getattr(m, "stats", None) or {}).get("drafted_runs")),
+            )
             for m in self._store_messages(conversation_id)
             if _role(m) in ("user", "assistant")
         ]
@@ -592,7 +605,7 @@ class MainWindow(QMainWindow):
         self.system_prompt.setText(self._store_system_prompt(conversation_id))
         if self._reply is not None and self._reply.conversation_id == conversation_id:
             self.chat_view.begin_reply(self._model_label())
-            self.chat_view.append_reply(self._reply.text)
+            self.chat_view.append_reply(self._reply.text, self._reply.drafted)
 
     def _refresh_conversations(self) -> None:
         items = [ConversationItem(c.id, c.title) for c in self._store_conversations(self._search)]
@@ -617,9 +630,16 @@ class MainWindow(QMainWindow):
         return self._store.create(title).id
 
     def _store_add(
-        self, conversation_id: object, role: str, content: str, result: GenerationResult | None = None
+        self,
+        conversation_id: object,
+        role: str,
+        content: str,
+        result: GenerationResult | None = None,
+        drafted: tuple[int, ...] = (),
     ) -> None:
         stats = _stats_json(result) if result is not None else None
+        if stats is not None and any(drafted[1::2]) and sum(drafted) == len(content):
+            stats["drafted_runs"] = list(drafted)
         complete = result is not None and result.finish_reason is not FinishReason.CANCELLED
         self._store.add_message(
             conversation_id, role, content, stats=stats, complete=complete or role == "user"

@@ -17,6 +17,87 @@ from PySide6.QtGui import QTextDocument
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)")
 _BODY = re.compile(r"<body[^>]*>(.*)</body>", re.DOTALL)
 
+# Accepted draft text is bracketed by two private-use characters before the
+# Markdown is read, and the brackets become coloured spans in the HTML after.
+DRAFT_OPEN = "\ue000"
+DRAFT_CLOSE = "\ue001"
+# Block syntax at the start of a line (indent, heading, quote, list item) stays
+# outside the brackets, or the Markdown reader would no longer see it.
+_BLOCK_PREFIX = re.compile(r"^(?:\s*(?:#{1,6}\s+|>\s?|[-*+]\s+|\d{1,9}[.)]\s+))*\s*")
+# Lines of syntax only (fences, rules, setext underlines, table delimiters) get no brackets.
+_SYNTAX_LINE = re.compile(r"^[\s|:\-=*_#`~]*$")
+_PAINT_TOKENS = re.compile("(<[^>]*>|\ue000|\ue001)")
+_DELIMITER_RUN = re.compile(r"[*_~`]{2,}")  # one delimiter, never split by a bracket
+_LINK_TARGET = re.compile(r"\]\([^)]*\)")  # brackets would end up in the address
+
+
+def strip_draft_marks(text: str) -> str:
+    return text.replace(DRAFT_OPEN, "").replace(DRAFT_CLOSE, "")
+
+
+def mark_drafted(markdown: str, flags: list[bool]) -> str:
+    """Bracket the characters flagged True (from accepted drafts), one line at a time.
+
+    ``flags`` has one entry per character of ``markdown``; a shorter list leaves the rest unmarked.
+    """
+    out: list[str] = []
+    pos = 0
+    for line in markdown.split("\n"):
+        line_flags = flags[pos : pos + len(line)]
+        pos += len(line) + 1
+        if _SYNTAX_LINE.match(line) or _FENCE.match(line):
+            out.append(line)
+            continue
+        start = _BLOCK_PREFIX.match(line).end()  # type: ignore[union-attr]
+        line_flags = list(line_flags)
+        for match in _DELIMITER_RUN.finditer(line, start):
+            first = match.start()
+            if first < len(line_flags):
+                for j in range(first, min(match.end(), len(line_flags))):
+                    line_flags[j] = line_flags[first]
+        for j, ch in enumerate(line[: len(line_flags)]):
+            if ch.isspace() or ch == "|":  # spaces have no colour; table cells trim them
+                line_flags[j] = False
+        for match in _LINK_TARGET.finditer(line, start):
+            for j in range(match.start(), min(match.end(), len(line_flags))):
+                line_flags[j] = False
+        parts = [line[:start]]
+        inside = False
+        for ch, flag in zip(line[start:], line_flags[start:], strict=False):
+            if flag != inside:
+                parts.append(DRAFT_OPEN if flag else DRAFT_CLOSE)
+                inside = flag
+            parts.append(ch)
+        parts.append(line[start + len(line_flags[start:]) :])
+        if inside:
+            parts.append(DRAFT_CLOSE)
+        out.append("".join(parts))
+    return "\n".join(out)
+
+
+def paint_drafted(html_text: str, color: str) -> str:
+    """Turn the brackets into coloured spans that hold text only, so tags always nest."""
+    open_tag = f'<span style="color:{color};">'
+    out: list[str] = []
+    inside = False
+    for token in _PAINT_TOKENS.split(html_text):
+        if token == DRAFT_OPEN:
+            if not inside:
+                out.append(open_tag)
+            inside = True
+        elif token == DRAFT_CLOSE:
+            if inside:
+                out.append("</span>")
+            inside = False
+        elif token.startswith("<") and token.endswith(">"):
+            tag = strip_draft_marks(token)
+            out.append(f"</span>{tag}{open_tag}" if inside else tag)
+        else:
+            out.append(token)
+    if inside:
+        out.append("</span>")
+    return "".join(out).replace(f"{open_tag}</span>", "")
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -74,6 +155,7 @@ class Colors:
     code_border: str
     link: str
     user_background: str
+    drafted: str = "#1a7f37"  # text from accepted draft tokens, when that is switched on
 
 
 def render_message(markdown: str, colors: Colors, code_blocks: list[str], *, plain: bool = False) -> str:
@@ -90,7 +172,7 @@ def render_message(markdown: str, colors: Colors, code_blocks: list[str], *, pla
             parts.append(markdown_to_html(segment.text))
             continue
         index = len(code_blocks)
-        code_blocks.append(segment.text)
+        code_blocks.append(strip_draft_marks(segment.text))
         label = html.escape(segment.language or "code")
         body = html.escape(segment.text) or "&nbsp;"
         parts.append(
@@ -102,4 +184,7 @@ def render_message(markdown: str, colors: Colors, code_blocks: list[str], *, pla
             f'<tr><td colspan="2"><pre style="font-family: monospace; margin:0;">{body}</pre></td></tr>'
             f"</table>"
         )
-    return "\n".join(parts)
+    joined = "\n".join(parts)
+    if DRAFT_OPEN in markdown:
+        joined = paint_drafted(joined, colors.drafted)
+    return joined

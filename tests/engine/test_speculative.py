@@ -14,6 +14,7 @@ import pytest
 from localchat.engine.drafters import Draft
 from localchat.engine.engine import Engine
 from localchat.engine.errors import ContextOverflowError
+from localchat.engine.textruns import concat_runs
 from localchat.engine.types import (
     ChatMessage,
     DrafterKind,
@@ -23,6 +24,7 @@ from localchat.engine.types import (
     SamplingParams,
     SpeculationConfig,
     SpeculationState,
+    TokenEvent,
 )
 
 CODE_PROMPTS = [
@@ -122,6 +124,25 @@ def test_self_drafting_smollm2_accepts_most_tokens(smollm2_path: Path) -> None:
         assert len(s.acceptance_rate_by_position) == 4
         assert s.tokens_per_s > 0 and s.prompt_tokens_per_s > 0
         assert 0 < s.draft_share < 1
+
+
+def test_reply_marks_the_characters_from_accepted_drafts(smollm2_path: Path) -> None:
+    cfg = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=1024)
+    events: list[TokenEvent] = []
+    with Engine(cfg) as eng:
+        res = eng.generate(ask("Explain what a list is in Python.", model_draft(), max_tokens=64), events.append)
+        off = eng.generate(ask("Explain what a list is in Python.", OFF, max_tokens=64))
+    assert sum(res.drafted_runs) == len(res.text)
+    streamed: tuple[int, ...] = ()
+    for event in events:
+        assert sum(event.drafted_runs) == len(event.text)
+        streamed = concat_runs(streamed, event.drafted_runs)
+    assert streamed == res.drafted_runs
+    drafted_chars = sum(res.drafted_runs[1::2])
+    # Self-drafting accepts most tokens, so most characters came from drafts, but not all:
+    # every verification pass adds one token of the target's own.
+    assert 0.5 * len(res.text) < drafted_chars < len(res.text)
+    assert sum(off.drafted_runs[1::2]) == 0 and sum(off.drafted_runs) == len(off.text)
 
 
 class ScriptedDrafter:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 
 from localchat.engine.stats import GenerationStats
+from localchat.engine.textruns import concat_runs
 from localchat.engine.types import (
     EngineConfig,
     EngineInfo,
@@ -56,6 +57,7 @@ class FakeEngine(QObject):
         self.restarts = 0
         self.fail_next_load = ""
         self.text = ""
+        self.runs: tuple[int, ...] = ()
         self.pid = None
 
     def load(self, config: EngineConfig) -> None:
@@ -71,6 +73,7 @@ class FakeEngine(QObject):
     def generate(self, request: GenerationRequest) -> None:
         self.requests.append(request)
         self.text = ""
+        self.runs = ()
 
     def cancel(self) -> None:
         self.cancelled += 1
@@ -83,11 +86,15 @@ class FakeEngine(QObject):
     def speculation(self) -> SpeculationState:
         return ON if self.requests[-1].speculation.enabled else OFF
 
-    def stream(self, text: str, tokens: int = 3) -> None:
+    def stream(self, text: str, tokens: int = 3, drafted_runs: tuple[int, ...] = ()) -> None:
         self.text += text
+        self.runs = concat_runs(self.runs, drafted_runs or (len(text),))
         s = stats(tokens, passes=2, drafted=4, accepted=2)
-        self.tokens_received.emit(TokenEvent(text, tokens, 1, s, self.speculation()))
+        self.tokens_received.emit(TokenEvent(text, tokens, 1, s, self.speculation(), drafted_runs))
 
     def finish(self, reason: FinishReason = FinishReason.STOP) -> None:
         s = stats(12, passes=5, drafted=12, accepted=7)
-        self.generation_finished.emit(GenerationResult(self.text, reason, s, self.speculation()))
+        runs, self.runs = self.runs, ()
+        self.generation_finished.emit(
+            GenerationResult(self.text, reason, s, self.speculation(), drafted_runs=runs)
+        )

@@ -199,3 +199,28 @@ def test_history_survives_a_restart(qtbot, tmp_path: Path) -> None:
     assert second.settings.get("last_model_path") == str(tmp_path / "model.gguf")
     second.window.sidebar.list.setCurrentRow(0)
     assert "I will." in second.window.chat_view.toPlainText()
+
+
+def test_accepted_draft_text_is_coloured_when_switched_on(parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.send_message("Say hi")
+    engine.stream("Hello ", drafted_runs=(0, 6))  # all six characters from accepted drafts
+    engine.stream("world", drafted_runs=(5,))
+    assert w.chat_view.streaming_runs == (0, 6, 5)
+    assert not w.chat_view.colour_drafted  # off by default, as in LM Studio
+    assert "#1a7f37" not in w.chat_view.toHtml() and "#7ee787" not in w.chat_view.toHtml()
+    parts.settings.set("colour_accepted_tokens", True)
+    assert w.chat_view.colour_drafted
+    engine.finish()
+    html_text = w.chat_view.toHtml()
+    colour = w.chat_view._colors.drafted
+    assert colour.lstrip("#") in html_text.lower()
+    stored = parts.store.messages(parts.store.list_conversations()[0].id)[-1]
+    assert stored.stats["drafted_runs"] == [0, 6, 5]
+    # Reopened from the history, the marking is still there.
+    w.new_conversation()
+    w._show_conversation(stored.conversation_id)
+    assert colour.lstrip("#") in w.chat_view.toHtml().lower()
+    parts.settings.set("colour_accepted_tokens", False)
+    assert colour.lstrip("#") not in w.chat_view.toHtml().lower()

@@ -29,3 +29,35 @@ def test_code_blocks_get_copy_links_and_escaped_text() -> None:
 def test_user_text_is_shown_as_typed() -> None:
     html = render_message("**not bold** <b>", COLORS, [], plain=True)
     assert "**not bold** &lt;b&gt;" in html
+
+
+def _text(html_text: str) -> str:
+    import re
+
+    return re.sub(r"<[^>]*>", "", html_text)
+
+
+def test_drafted_text_is_coloured_without_changing_the_markdown() -> None:
+    import random
+
+    from localchat.ui.markdown_render import mark_drafted
+
+    md = (
+        "# Title line\n\n- item **bold** and [a link](https://example.org/x)\n1. first `code`\n\n"
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\ndef f(x):\n    return x * 2\n```\n> quoted"
+    )
+    plain_blocks: list[str] = []
+    plain = render_message(md, COLORS, plain_blocks)
+    rng = random.Random(3)
+    for _ in range(200):
+        flags = [rng.random() < 0.5 for _ in md]
+        blocks: list[str] = []
+        html_text = render_message(mark_drafted(md, flags), COLORS, blocks)
+        assert _text(html_text) == _text(plain)  # same words, same structure
+        assert blocks == plain_blocks  # "Copy" copies the code without marks
+        assert html_text.count("<h1") == 1 and "font-weight:700" in html_text
+        assert 'href="https://example.org/x"' in html_text
+        assert "\ue000" not in html_text and "\ue001" not in html_text
+    all_drafted = render_message(mark_drafted(md, [True] * len(md)), COLORS, [])
+    assert f"color:{COLORS.drafted};" in all_drafted
+    assert f"color:{COLORS.drafted};" not in plain
