@@ -274,12 +274,13 @@ OPTIONS: tuple[Option, ...] = (
         APPEARANCE,
     ),
     Option(
-        "theme_follows_system",
-        bool,
-        True,
-        "Follow the system theme",
-        "Use the system's light or dark palette.",
+        "theme",
+        str,
+        "system",
+        "Theme",
+        "Follow the system's light or dark appearance, or always use one of them.",
         APPEARANCE,
+        choices=(("system", "Follow the system"), ("light", "Light"), ("dark", "Dark")),
     ),
     # Remembered by the app, not shown in the dialog
     Option(

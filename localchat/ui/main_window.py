@@ -50,6 +50,7 @@ from localchat.ui.requests import build_engine_config, build_request
 from localchat.ui.settings_dialog import SettingsDialog
 from localchat.ui.sidebar import ConversationItem, ConversationSidebar
 from localchat.ui.status_bar import SpeculationStatusBar
+from localchat.ui.theme import apply_theme
 from localchat.ui.welcome import WelcomePanel
 
 log = logging.getLogger(__name__)
@@ -168,6 +169,7 @@ class MainWindow(QMainWindow):
         self.new_shortcut = QShortcut(QKeySequence("Ctrl+N"), self)
         self.status.set_speculation_enabled(bool(self._settings.get("speculation")))
         self.chat_view.set_colour_drafted(bool(self._settings.get("colour_accepted_tokens")))
+        apply_theme(str(self._settings.get("theme")))
         self._connect_signals()
         self._restore_geometry()
         self._refresh_conversations()
@@ -565,6 +567,8 @@ class MainWindow(QMainWindow):
             self.status.set_speculation_enabled(bool(value))
         elif name == "colour_accepted_tokens":
             self.chat_view.set_colour_drafted(bool(value))
+        elif name == "theme":
+            apply_theme(str(value))
 
     def _on_settings_save_failed(self, sentence: str) -> None:
         self._show_notice(sentence)

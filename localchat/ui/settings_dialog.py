@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from localchat.settings.options import Option, Value
+from localchat.ui.theme import muted
 
 log = logging.getLogger(__name__)
 
@@ -167,11 +169,12 @@ class SettingsDialog(QDialog):
             help_label = QLabel(help_text, page)
             help_label.setWordWrap(True)
             help_label.setObjectName(f"help_{option.name}")
-            help_label.setForegroundRole(help_label.foregroundRole())
             font = help_label.font()
-            font.setPointSizeF(font.pointSizeF() * 0.9)
+            font.setPointSizeF(font.pointSizeF() * 0.92)
             help_label.setFont(font)
-            help_label.setEnabled(False)  # drawn in the palette's muted colour
+            help_palette = help_label.palette()
+            help_palette.setColor(QPalette.ColorRole.WindowText, muted(help_palette))
+            help_label.setPalette(help_palette)
             column = QWidget(page)
             column_layout = QVBoxLayout(column)
             column_layout.setContentsMargins(0, 0, 0, 6)

@@ -130,7 +130,8 @@ def test_reply_marks_the_characters_from_accepted_drafts(smollm2_path: Path) -> 
     cfg = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=1024)
     events: list[TokenEvent] = []
     with Engine(cfg) as eng:
-        res = eng.generate(ask("Explain what a list is in Python.", model_draft(), max_tokens=64), events.append)
+        req = ask("Explain what a list is in Python.", model_draft(), max_tokens=64)
+        res = eng.generate(req, events.append)
         off = eng.generate(ask("Explain what a list is in Python.", OFF, max_tokens=64))
     assert sum(res.drafted_runs) == len(res.text)
     streamed: tuple[int, ...] = ()

@@ -40,7 +40,7 @@ def test_the_issue_list_is_declared() -> None:
         "gpu_layers",
         "models_folder",
         "colour_accepted_tokens",
-        "theme_follows_system",
+        "theme",
     ):
         assert option(name).visible
     assert option("draft_tokens").default == 4
