@@ -54,6 +54,11 @@ class ChatFormatter:
         tokens = self.model.tokenize(result.prompt, add_special=add_special and self.model.add_bos())
         return tokens, stops
 
+    def text_for(self, messages: Sequence[ChatMessage]) -> str:
+        """The formatted prompt as text (for tools that feed it to another program)."""
+        result = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        return str(result.prompt)
+
     def fit(self, messages: Sequence[ChatMessage], n_ctx: int, reserve: int) -> FormattedPrompt:
         """Format ``messages``, dropping the oldest turns until the prompt leaves ``reserve`` tokens free."""
         msgs = list(messages)

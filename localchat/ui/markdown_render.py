@@ -181,7 +181,8 @@ def render_message(markdown: str, colors: Colors, code_blocks: list[str], *, pla
             f'border: 1px solid {colors.code_border};" bgcolor="{colors.code_background}">'
             f'<tr><td><span style="color:{colors.muted};">{label}</span></td>'
             f'<td align="right"><a href="copy:{index}" style="color:{colors.link};">Copy</a></td></tr>'
-            f'<tr><td colspan="2"><pre style="font-family: monospace; margin:0;">{body}</pre></td></tr>'
+            f'<tr><td colspan="2"><pre style="font-family: monospace; margin:0; white-space: pre-wrap;">'
+            f"{body}</pre></td></tr>"
             f"</table>"
         )
     joined = "\n".join(parts)

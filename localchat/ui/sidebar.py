@@ -44,6 +44,9 @@ class ConversationSidebar(QWidget):
         self.search.setPlaceholderText("Search chats")
         self.search.setClearButtonEnabled(True)
         self.list = QListWidget(self)
+        # Long titles end in "…" (full title in the tooltip) instead of scrolling sideways.
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         triggers = QListWidget.EditTrigger
         self.list.setEditTriggers(triggers.DoubleClicked | triggers.EditKeyPressed)
