@@ -7,12 +7,17 @@ expected tokens per second from two measured models:
 
 - acceptance (per conversation): the chance that draft position i is accepted
   given that the ones before it were, as a moving average per position;
+- continuation (per conversation): the chance that the drafter drafts position
+  i at all, given that it drafted i - 1. The draft model stops by itself when
+  its confidence drops (p_min), so the length chosen here is a cap: on
+  uncertain text a high cap costs little, because drafts end early anyway;
 - cost (per engine, it is a property of the hardware): the target's
   verification time for a batch of b tokens (a straight line fitted to the
   measured passes) and the drafter's time per draft token.
 
-Expected tokens for a draft of n are 1 + sum_i prod_{j<=i} a_j, the time is
-n * t_draft + t_verify(n + 1), and plain decoding earns 1 / t_verify(1). When
+For a cap of n, the expected tokens per pass are 1 + sum_{i<n} prod_{j<=i} c_j a_j,
+the expected draft length is D = sum_{i<n} prod_{j<=i} c_j, the time is
+t_draft(D) + t_verify(D + 1), and plain decoding earns 1 / t_verify(1). When
 the measured speculative speed stays below plain speed for a stretch, the
 policy pauses speculation (plain steps, which keep t_verify(1) fresh), says
 so, and probes again later, waiting longer after each failed probe.
@@ -77,6 +82,15 @@ class LineFit:
         avg, n = self.points.get(size, (seconds, 0))
         self.points[size] = (avg + (seconds - avg) / min(n + 1, 16), n + 1)
 
+    def predict_at(self, size: float) -> float | None:
+        """``predict`` between whole sizes (an expected draft length is fractional)."""
+        low = max(1, int(size))
+        a = self.predict(low)
+        if a is None or size <= low:
+            return a
+        b = self.predict(low + 1)
+        return a if b is None else a + (b - a) * (size - low)
+
     def predict(self, size: int) -> float | None:
         if size in self.points and self.points[size][1] >= 3:
             return self.points[size][0]
@@ -109,6 +123,7 @@ class CostModel:
     # The pair's acceptance by draft position over every conversation: a new
     # conversation starts from it instead of from a blind prior.
     accept: dict[str, list[float]] = field(default_factory=dict)
+    cont: dict[str, list[float]] = field(default_factory=dict)  # continuation, likewise
 
     def observe_verify(self, batch: int, seconds: float) -> None:
         self.verify.observe(batch, seconds)
@@ -120,9 +135,9 @@ class CostModel:
     def t_verify(self, batch: int) -> float | None:
         return self.verify.predict(batch)
 
-    def t_draft(self, source: str, tokens: int) -> float | None:
+    def t_draft(self, source: str, tokens: float) -> float | None:
         fit = self.draft.get(source)
-        return fit.predict(tokens) if fit is not None else None
+        return fit.predict_at(tokens) if fit is not None else None
 
     def ready(self) -> bool:
         return 1 in self.verify.points
@@ -142,6 +157,8 @@ class AdaptivePolicy:
     calibrate_every: int = 128  # a plain step now and then keeps plain speed measured
 
     _accept: list[float] = field(default_factory=list)
+    _cont: list[float] = field(default_factory=list)  # index i-1: continuation at position i >= 1
+    _last_cap: int = 0
     _n: int = 0
     _steps: int = 0
     _spec_steps: int = 0
@@ -162,6 +179,7 @@ class AdaptivePolicy:
             # Start where this pair's earlier conversations ended up; if those showed
             # that speculation does not pay on this machine, start paused.
             self._accept = list(learned)
+            self._cont = list(self.cost.cont.get(self.source, []))
             self._n, expected = self._best_length()
             if expected < 0.97 and self.cost.ready():
                 self._pause(expected, sum(learned[:1]) or 0.0)
@@ -173,10 +191,24 @@ class AdaptivePolicy:
         last = self._accept[-1] if self._accept else self.prior
         return last * 0.95 ** (i - len(self._accept) + 1)
 
+    def _c(self, i: int) -> float:
+        if i == 0:
+            return 1.0
+        if i - 1 < len(self._cont):
+            return self._cont[i - 1]
+        return self._cont[-1] if self._cont else 1.0
+
     def expected_tokens(self, n: int) -> float:
         total, run = 1.0, 1.0
         for i in range(n):
-            run *= self._a(i)
+            run *= self._a(i) * self._c(i)
+            total += run
+        return total
+
+    def expected_draft_length(self, n: int) -> float:
+        total, run = 0.0, 1.0
+        for i in range(n):
+            run *= self._c(i)
             total += run
         return total
 
@@ -187,9 +219,11 @@ class AdaptivePolicy:
             return self._n, 1.0
         best_n, best_rate = self._n, 0.0
         for n in range(1, self.max_len + 1):
-            tv = self.cost.t_verify(n + 1)
-            td = self.cost.t_draft(self.source, n)
-            assert tv is not None and td is not None
+            d = self.expected_draft_length(n)
+            tv0, tv1 = self.cost.t_verify(int(d) + 1), self.cost.t_verify(int(d) + 2)
+            td = self.cost.t_draft(self.source, d)
+            assert tv0 is not None and tv1 is not None and td is not None
+            tv = tv0 + (tv1 - tv0) * (d - int(d))
             rate = self.expected_tokens(n) / (td + tv)
             if rate > best_rate * 1.005:  # prefer shorter drafts on near-ties
                 best_n, best_rate = n, rate
@@ -199,6 +233,7 @@ class AdaptivePolicy:
     def draft_length(self) -> int:
         if self._paused_left > 0 or self._next_plain:
             return 0
+        self._last_cap = self._n
         return self._n
 
     @property
@@ -231,6 +266,7 @@ class AdaptivePolicy:
         if source == self.source:
             self.cost.observe_draft(source, drafted, draft_s)
             self._observe_acceptance(drafted, accepted)
+            self._observe_continuation(drafted)
         self._acc_rate = _ewma(self._acc_rate, accepted / drafted, 0.1)
         self._update(drafted, accepted, draft_s, verify_s)
 
@@ -245,6 +281,18 @@ class AdaptivePolicy:
                     table.append(0.5 * self.prior + 0.5 * hit)
             if not hit:
                 break
+
+    def _observe_continuation(self, drafted: int) -> None:
+        """Positions 1..drafted-1 were drafted; a draft shorter than the cap stopped at ``drafted``."""
+        shared = self.cost.cont.setdefault(self.source, [])
+        last = min(drafted, self._last_cap - 1) if drafted < self._last_cap else drafted - 1
+        for i in range(1, last + 1):
+            went_on = 1.0 if i < drafted else 0.0
+            for table, alpha in ((self._cont, 0.15), (shared, 0.05)):
+                if i - 1 < len(table):
+                    table[i - 1] = _ewma(table[i - 1], went_on, alpha)
+                else:
+                    table.append(0.5 + 0.5 * went_on)
 
     def _pause(self, gain: float, acceptance: float) -> None:
         tokens = self.retry_tokens * self._backoff

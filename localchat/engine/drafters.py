@@ -32,6 +32,9 @@ class Draft:
     # Per-token drafting distribution q (sampling mode); None means a point mass.
     dists: list[sampling.Dist] | None = None
     source: str = ""
+    # Time spent catching the drafter up on a long stretch it did not see (after a
+    # pause or n-gram drafts): paid once, so it is kept out of per-step cost figures.
+    catch_up_seconds: float = 0.0
 
 
 class Drafter(Protocol):
@@ -92,6 +95,10 @@ def sync_context(
 class ModelDrafter:
     """Drafts with a small model; stops early when its top probability falls below ``p_min``."""
 
+    # In step, the drafter is at most a couple of tokens behind the target (the
+    # target's own token, the last draft token); more means it sat out a stretch.
+    CATCH_UP = 8
+
     def __init__(self, ctx: Context, name: str, p_min: float = 0.5) -> None:
         self.ctx = ctx
         self.name = name
@@ -108,6 +115,11 @@ class ModelDrafter:
             n = ctx.n_ctx - len(tokens) - 1
         if n <= 0:
             return Draft(source=self.name)
+        catch_up = 0.0
+        if len(tokens) - common_prefix(ctx.tokens, tokens) > self.CATCH_UP:
+            t0 = time.perf_counter()
+            sync_context(ctx, tokens[:-1])
+            catch_up = time.perf_counter() - t0
         sync_context(ctx, tokens)
         out: list[int] = []
         dists: list[sampling.Dist] | None = None if params.greedy else []
@@ -132,7 +144,7 @@ class ModelDrafter:
             if ctx.model.is_eog(tok) or i == n - 1:
                 break
             ctx.decode([tok], logits_for="last")
-        return Draft(out, dists, self.name)
+        return Draft(out, dists, self.name, catch_up)
 
     def close(self) -> None:
         self.ctx.close()
@@ -201,7 +213,7 @@ class NgramDrafter:
 
 class CombinedDrafter:
     """Per step: n-gram lookup when the context repeats itself and lookup drafts have been
-    accepted about as well as the model's, otherwise the draft model.
+    accepted about as well as the model's in this reply, otherwise the draft model.
 
     Lookup drafts are free but, on text that merely shares short phrases with the
     prompt, often wrong; the model's are paid for but usually right. Both
@@ -221,6 +233,10 @@ class CombinedDrafter:
         self._passed_over = 0
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
+        # A new reply may copy where the last one did not (an edit after a story):
+        # each reply starts from the priors instead of the last reply's verdict.
+        self.ngram_rate = self.model_rate = 0.7
+        self._passed_over = 0
         self.model.prefill(tokens, should_cancel)
         self.ngram.prefill(tokens, should_cancel)
 

@@ -167,7 +167,8 @@ class DecodeLoop:
             rec.draft_seconds += draft_s
             if draft.tokens:
                 rec.record_draft(len(draft.tokens), accepted)
-            self.policy.observe(len(draft.tokens), accepted, draft_s, verify_s, draft.source)
+            step_draft_s = draft_s - draft.catch_up_seconds
+            self.policy.observe(len(draft.tokens), accepted, step_draft_s, verify_s, draft.source)
             observe = getattr(self.drafter, "observe", None)
             if observe is not None and draft.tokens:
                 observe(draft.source, len(draft.tokens), accepted)

@@ -137,3 +137,52 @@ def test_a_new_conversation_starts_paused_where_the_pair_loses() -> None:
     second = AdaptivePolicy(cost, start=4, source="draft", retry_tokens=32)
     assert second.paused and second.draft_length() == 0
     assert "speculation paused" in second.reason
+
+
+def drive_early_stop(policy, cont: float, accept: float, steps: int, t_verify=(0.1, 0.001),
+                     t_draft: float = 0.004, seed: int = 5) -> tuple[list[int], float]:
+    """A drafter that stops by itself (like p_min) with chance 1 - ``cont`` at each position.
+
+    Returns the caps chosen and the simulated tokens per second.
+    """
+    rng = random.Random(seed)
+    caps, tokens, seconds = [], 0, 0.0
+    for _ in range(steps):
+        cap = policy.draft_length()
+        caps.append(cap)
+        drafted = 0
+        if cap > 0:
+            drafted = 1
+            while drafted < cap and rng.random() < cont:
+                drafted += 1
+        accepted = 0
+        while accepted < drafted and rng.random() < accept:
+            accepted += 1
+        d_s, v_s = t_draft * drafted, t_verify[0] + t_verify[1] * (drafted + 1)
+        policy.observe(drafted, accepted, d_s, v_s, "draft")
+        tokens += accepted + 1
+        seconds += d_s + v_s
+    return caps, tokens / seconds
+
+
+def test_a_drafter_that_stops_early_gets_a_higher_cap() -> None:
+    """On uncertain text the drafter's own cut-off shortens drafts, so a high cap costs little."""
+    p = AdaptivePolicy(CostModel(), start=4)
+    caps, rate = drive_early_stop(p, cont=0.7, accept=0.9, steps=300)
+    assert min(c for c in caps[-50:] if c) >= 6, caps[-50:]
+    # It learned that drafts end early (continuation about 0.7 per position)...
+    assert all(0.5 < c < 0.9 for c in p._cont[:3]), p._cont
+    # ...so a cap of 16 means drafts of about 1 / (1 - 0.7) = 3.3 tokens, not 16.
+    assert p.expected_draft_length(16) < 6
+    fixed = {n: drive_early_stop(FixedPolicy(n), cont=0.7, accept=0.9, steps=300)[1] for n in (2, 4, 8)}
+    assert rate >= 0.97 * max(fixed.values()), (rate, fixed)
+
+
+def test_a_confident_drafter_on_a_compute_bound_target_keeps_short_drafts() -> None:
+    """When the drafter rarely stops by itself and each verified token costs, the cap stays low."""
+    p = AdaptivePolicy(CostModel(), start=4)
+    caps, rate = drive_early_stop(p, cont=0.98, accept=0.6, steps=300, t_verify=(0.05, 0.02), t_draft=0.01)
+    assert max(caps[-50:]) <= 4, caps[-50:]
+    fixed = {n: drive_early_stop(FixedPolicy(n), cont=0.98, accept=0.6, steps=300, t_verify=(0.05, 0.02),
+                                 t_draft=0.01)[1] for n in (2, 4, 8)}
+    assert rate >= 0.97 * max(fixed.values()), (rate, fixed)

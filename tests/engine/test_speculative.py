@@ -355,3 +355,21 @@ def test_no_logits_for_the_whole_context(smollm2_path: Path) -> None:
         n_out = eng.target._first_out  # logits were requested from this batch index on
         assert eng.target.batch.n_tokens - n_out <= 17
         assert isinstance(eng.target.logits(0), np.ndarray)
+
+
+def test_drafter_catch_up_after_a_stretch_is_timed_apart(smollm2_f16_path: Path, smollm2_path: Path) -> None:
+    """After a pause the drafter must read the tokens it sat out: that one-off cost is reported
+    apart, so the adaptive policy does not judge the drafter's per-step cost by it."""
+    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=1024)
+    with Engine(cfg) as eng:
+        md = eng.model_drafter
+        assert md is not None
+        text = "The quick brown fox jumps over the lazy dog. " * 12
+        tokens = eng.target_model.tokenize(text, add_special=True)
+        md.prefill(tokens[:20], lambda: False)
+        params, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
+        behind = md.propose(tokens, 3, params, rng)  # 100+ tokens it never saw
+        assert behind.catch_up_seconds > 0
+        assert md.ctx.tokens[: len(tokens)] == tokens
+        in_step = md.propose([*tokens, *behind.tokens[:1], 13], 3, params, rng)  # two new tokens
+        assert in_step.catch_up_seconds == 0

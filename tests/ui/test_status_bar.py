@@ -41,3 +41,26 @@ def test_off_shows_the_reason(qtbot) -> None:
     bar.generation_finished(GenerationResult("x", FinishReason.STOP, stats(5), state))
     assert bar.speculation_text == "Speculation: off (the drafter's vocabulary differs)"
     assert bar.speculation_button.sizeHint().width() <= 340
+
+
+def test_paused_state_is_shown_with_its_reason_and_the_toggle_still_wins(qtbot) -> None:
+    bar = SpeculationStatusBar()
+    qtbot.addWidget(bar)
+    bar.show_engine_info(EngineInfo("CPU", model_info(), None, 4096, 2, 0, ON))
+    bar.generation_started()
+    reason = "speculation paused: 0.62x at acceptance 0.55; retrying in 128 tokens"
+    paused = SpeculationState(active=False, drafter="Fake-0.1B", reason=reason, draft_tokens=4, paused=True)
+    bar.show_progress(TokenEvent("a", 3, 0, stats(3, 0.2), paused))
+    qtbot.waitUntil(lambda: bar.speculation_text.startswith("Speculation paused"), timeout=1000)
+    assert bar.speculation_text == "Speculation paused: 0.62x at acceptance 0.55; retrying in 128 tokens"
+    assert bar.speculation_button.text().startswith("Speculation paused")
+    assert "retrying in 128 tokens" in bar.speculation_button.toolTip()
+    # The probe succeeds: the next batch says speculation runs again.
+    bar.show_progress(TokenEvent("b", 3, 2, stats(6, 0.3, passes=2, drafted=4, accepted=3), ON))
+    qtbot.waitUntil(lambda: bar.speculation_text == "Draft: Fake-0.1B", timeout=1000)
+    # Paused again, then the user turns speculation off: the user's choice is what shows.
+    bar.show_progress(TokenEvent("c", 1, 0, stats(7, 0.4), paused))
+    with qtbot.waitSignal(bar.speculation_toggled) as blocker:
+        bar.speculation_button.click()
+    assert blocker.args == [False]
+    assert bar.speculation_text == "Speculation: off (turned off)"

@@ -1,0 +1,91 @@
+"""Adaptive speculation on real models: auto-off where speculation loses, and coming back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localchat.engine.engine import Engine
+from localchat.engine.types import (
+    ChatMessage,
+    DrafterKind,
+    EngineConfig,
+    GenerationRequest,
+    SamplingParams,
+    SpeculationConfig,
+    TokenEvent,
+)
+
+ADAPTIVE = SpeculationConfig(drafter=DrafterKind.AUTO, draft_tokens=4, adaptive=True)
+
+
+def run(eng: Engine, prompt: str, max_tokens: int, spec: SpeculationConfig = ADAPTIVE,
+        session: str = "s") -> tuple[list[int], list[TokenEvent]]:
+    """Generate; return the draft length of every verification pass and the streamed events."""
+    lengths: list[int] = []
+    events: list[TokenEvent] = []
+    eng.trace_hook = lambda batch, _choices, _accepted: lengths.append(len(batch) - 1)
+    try:
+        eng.generate(
+            GenerationRequest(messages=(ChatMessage("user", prompt),), max_tokens=max_tokens,
+                              sampling=SamplingParams(temperature=0.0), speculation=spec, session=session),
+            events.append,
+        )
+    finally:
+        eng.trace_hook = None
+    return lengths, events
+
+
+def longest_plain_run(lengths: list[int]) -> tuple[int, int]:
+    """(start, length) of the longest stretch of plain steps."""
+    best = (0, 0)
+    start = None
+    for i, n in enumerate([*lengths, 1]):
+        if n == 0 and start is None:
+            start = i
+        elif n != 0 and start is not None:
+            if i - start > best[1]:
+                best = (start, i - start)
+            start = None
+    return best
+
+
+@pytest.mark.slow
+def test_auto_off_pauses_where_speculation_loses_probes_recovers_and_the_toggle_wins(
+    qwen_target_path: Path, qwen_draft_path: Path
+) -> None:
+    """The Q4_K_M target is compute-bound on a CPU: verifying a batch costs nearly one step per token,
+    so speculation with the 0.5B drafter is slower than plain decoding (0.6-0.8x measured),
+    while n-gram drafts on a reply that copies its prompt still pay (1.2-1.4x)."""
+    cfg = EngineConfig(str(qwen_target_path), draft_path=str(qwen_draft_path), n_ctx=2048)
+    with Engine(cfg) as eng:
+        prompt = ("Write a long story, at least 400 words, about a lighthouse keeper "
+                  "who finds a message in a bottle.")
+        lengths, events = run(eng, prompt, max_tokens=230)
+        paused = [e.speculation for e in events if e.speculation.paused]
+        assert paused, f"never paused; draft lengths {lengths}"
+        reason = paused[0].reason
+        assert reason.startswith("speculation paused: 0.") and "retrying in 128 tokens" in reason, reason
+        gain = float(reason.split(": ")[1].split("x")[0])
+        assert gain < 0.97
+        start, plain = longest_plain_run(lengths)
+        assert any(lengths[:start]), "it drafted before pausing"
+        assert plain >= 120, (start, plain, lengths)  # the pause holds for its 128 tokens (calibration aside)
+        assert any(n > 0 for n in lengths[start + plain:]), f"no probe after the pause: {lengths}"
+        # Recovery: a reply that copies text (n-gram drafts are free and right) makes
+        # speculation pay again, so after its probe it stays on to the end.
+        source = Path(__file__).with_name("test_adaptive.py").read_text(encoding="utf-8")[:2400]
+        copy_prompt = f"Repeat this Python source exactly, with no comment:\n\n```python\n{source}\n```"
+        copy_lengths, copy_events = run(eng, copy_prompt, max_tokens=220, session="copy")
+        first_draft = next((i for i, n in enumerate(copy_lengths) if n > 0), None)
+        assert first_draft is not None, f"never probed: {copy_lengths}"
+        tail = copy_lengths[first_draft:]
+        assert len(tail) >= 20 and all(n > 0 for n in tail[-15:]), f"did not stay on: {copy_lengths}"
+        assert not copy_events[-1].speculation.paused, copy_events[-1].speculation
+        gain_text = "".join(e.text for e in copy_events)
+        assert gain_text.strip().startswith("```python"), gain_text[:80]
+        # The same conversation with speculation turned off by the user: no drafting at all.
+        off_lengths, off_events = run(eng, prompt, max_tokens=24, spec=SpeculationConfig(enabled=False))
+        assert set(off_lengths) == {0}
+        assert all(not e.speculation.active and "turned off" in e.speculation.reason for e in off_events)
