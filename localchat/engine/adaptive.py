@@ -164,6 +164,7 @@ class AdaptivePolicy:
     _spec_steps: int = 0
     _window: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=32))
     _full_streak: int = 0
+    _floor: int = 0  # least cap while drafts keep running to the cap and being accepted whole
     _spec_gain: float | None = None  # measured speculative speed / plain speed over the window
     _acc_rate: float | None = None
     _paused_left: int = 0
@@ -267,6 +268,16 @@ class AdaptivePolicy:
             self.cost.observe_draft(source, drafted, draft_s)
             self._observe_acceptance(drafted, accepted)
             self._observe_continuation(drafted)
+            if accepted == drafted and drafted >= self._last_cap:
+                # A whole draft cut by the cap where the last position is usually accepted:
+                # the drafter would have gone on, so try twice as long (the cost model only
+                # prices positions it has seen, and averages miss runs of easy text).
+                self._full_streak += 1
+                if self._a(drafted - 1) >= 0.85:
+                    self._floor = max(self._floor, 2 * drafted)
+            elif accepted < drafted:
+                self._full_streak = 0
+                self._floor = min(self._floor, accepted + 1)  # no further than where it failed
         self._acc_rate = _ewma(self._acc_rate, accepted / drafted, 0.1)
         self._update(drafted, accepted, draft_s, verify_s)
 
@@ -309,14 +320,11 @@ class AdaptivePolicy:
             tokens = sum(t for t, _ in self._window)
             seconds = sum(s for _, s in self._window)
             self._spec_gain = tokens / seconds * t1 if seconds > 0 else None
-        self._full_streak = self._full_streak + 1 if accepted == drafted else 0
         if self.source in self.cost.draft and t1 is not None:
             self._n, _ = self._best_length()
-            if self._full_streak >= 3 and self._n <= drafted < self.max_len:
-                # Every draft lately was accepted whole: measure a longer one, or the
-                # cost model never learns what longer drafts cost.
-                self._n = min(self.max_len, drafted + 2)
-                self._full_streak = 0
+            # The model only knows positions it has seen drafted; while drafts run to
+            # the cap and are accepted whole, the cap grows past what it predicts.
+            self._n = max(self._n, min(self.max_len, self._floor))
         else:  # no timings yet: the +2/-1 rule
             self._n = min(self.max_len, self._n + 2) if accepted == drafted else max(1, self._n - 1)
         if self._steps % self.calibrate_every == 0:
