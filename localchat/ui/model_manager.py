@@ -58,6 +58,7 @@ def _table(columns: Sequence[str], parent: QWidget) -> QTableWidget:
     table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
     table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     table.verticalHeader().setVisible(False)
+    table.setWordWrap(False)  # a long name is elided (full text in its tooltip), never cut mid-line
     header = table.horizontalHeader()
     header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
     for i in range(1, len(columns)):
@@ -139,7 +140,7 @@ class ModelManagerDialog(QDialog):
         self.tabs.addTab(catalog_page, "Catalog")
         layout = QVBoxLayout(self)
         layout.addWidget(self.tabs)
-        self.resize(860, 520)
+        self.resize(980, 560)
         self._connect_signals()
         self.refresh()
 

@@ -23,8 +23,8 @@ def dark_palette() -> QPalette:
     colors = {
         role.Window: "#232427",
         role.WindowText: "#e6e6e6",
-        role.Base: "#1b1c1e",
-        role.AlternateBase: "#2a2b2e",
+        role.Base: "#2b2d31",  # lighter than the window: Fusion fills radio and check boxes with it
+        role.AlternateBase: "#313338",
         role.ToolTipBase: "#2d2e31",
         role.ToolTipText: "#e6e6e6",
         role.PlaceholderText: "#9b9ea4",
