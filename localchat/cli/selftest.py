@@ -251,6 +251,7 @@ def _wait_exposed(window: Any, timeout_s: float) -> bool:
 
 def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started: float, out: Outcome) -> None:
     _use_offscreen_unless_shown(args)
+    from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
     from localchat.app import APP_NAME, build_main_window
@@ -259,7 +260,8 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
     app.setApplicationName(APP_NAME)
     app.setOrganizationName(APP_NAME)
     parts = build_main_window(autoload=False)
-    window, client = parts.window, parts.engine
+    window = parts.window
+    client: Any = parts.engine  # the engine process client: signals and calls beyond QObject
     try:
         window.show()
         if not _wait_exposed(window, WINDOW_TIMEOUT_S):
@@ -267,7 +269,7 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
         out.window_s = time.time() - started
         _say(
             f"window: shown {out.window_s:.2f} s after the process started "
-            f"(platform {app.platformName()}, {window.width()}x{window.height()})"
+            f"(platform {QGuiApplication.platformName()}, {window.width()}x{window.height()})"
         )
         target, draft = pair
         waiter = _Waiter()
@@ -308,6 +310,7 @@ def _use_offscreen_unless_shown(args: argparse.Namespace) -> None:
 def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> None:
     """Open and close the main window without loading anything (used with --in-process)."""
     _use_offscreen_unless_shown(args)
+    from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
     from localchat.app import APP_NAME, build_main_window
@@ -319,7 +322,8 @@ def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> 
         if not _wait_exposed(parts.window, WINDOW_TIMEOUT_S):
             raise SelftestError(f"the main window was not shown within {WINDOW_TIMEOUT_S:.0f} s")
         out.window_s = time.time() - started
-        _say(f"window: shown {out.window_s:.2f} s after the process started (platform {app.platformName()})")
+        platform = QGuiApplication.platformName()
+        _say(f"window: shown {out.window_s:.2f} s after the process started (platform {platform})")
     finally:
         parts.window.close()
         stop: Callable[[], None] | None = getattr(parts.engine, "stop", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from localchat.engine.backend import Model
 from localchat.engine.errors import ContextOverflowError
@@ -47,7 +48,7 @@ class ChatFormatter:
         )
 
     def tokens_for(self, messages: Sequence[ChatMessage]) -> tuple[list[int], tuple[str, ...]]:
-        result = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        result = self._formatter(messages=_as_dicts(messages))
         stop = result.stop
         stops: tuple[str, ...] = (stop,) if isinstance(stop, str) else tuple(stop or ())
         add_special = not result.added_special
@@ -56,7 +57,7 @@ class ChatFormatter:
 
     def text_for(self, messages: Sequence[ChatMessage]) -> str:
         """The formatted prompt as text (for tools that feed it to another program)."""
-        result = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        result = self._formatter(messages=_as_dicts(messages))
         return str(result.prompt)
 
     def fit(self, messages: Sequence[ChatMessage], n_ctx: int, reserve: int) -> FormattedPrompt:
@@ -83,3 +84,8 @@ class ChatFormatter:
             f"with {reserve} kept free for the reply. Shorten the message or the system prompt, "
             "or raise the context length in Settings."
         )
+
+
+def _as_dicts(messages: Sequence[ChatMessage]) -> Any:
+    """llama-cpp-python's formatter takes OpenAI-style message dicts (TypedDicts per role)."""
+    return [{"role": m.role, "content": m.content} for m in messages]

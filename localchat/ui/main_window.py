@@ -260,7 +260,9 @@ class MainWindow(QMainWindow):
         return self._engine_info
 
     def show_welcome(self, show: bool) -> None:
-        self.pages.setCurrentWidget(self.welcome if show else self.pages.widget(0))
+        page = self.welcome if show else self.pages.widget(0)
+        if page is not None:
+            self.pages.setCurrentWidget(page)
 
     def load_model(self, target_path: str, draft_path: str | None = None) -> None:
         """Ask the engine to load ``target_path`` (with a drafter); the window stays usable."""
@@ -682,7 +684,9 @@ def _footer_from_json(stats: dict[str, Any] | None) -> str:
         return ""
     known = {f.name for f in dataclasses.fields(GenerationStats)}
     try:
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in stats.items() if k in known}
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in stats.items() if k in known
+        }
         summary = formatting.reply_summary(GenerationStats(**values))
     except (TypeError, ValueError):
         return ""
