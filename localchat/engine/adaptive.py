@@ -92,7 +92,9 @@ class LineFit:
         return a if b is None else a + (b - a) * (size - low)
 
     def predict(self, size: int) -> float | None:
-        if size in self.points and self.points[size][1] >= 3:
+        if size in self.points:
+            # Measured at this size: its own average, even from one pass, beats a line
+            # drawn through other sizes (one slow pass elsewhere can tilt the line to 0).
             return self.points[size][0]
         pts = [(b, t, min(n, 16)) for b, (t, n) in self.points.items()]
         if not pts:
@@ -133,7 +135,15 @@ class CostModel:
             self.draft.setdefault(source, LineFit()).observe(tokens, seconds)
 
     def t_verify(self, batch: int) -> float | None:
-        return self.verify.predict(batch)
+        t = self.verify.predict(batch)
+        if t is None:
+            return None
+        # A bigger batch never costs less: a few slow passes at one size (a cold
+        # page-in of the weights, a busy machine) must not make plain decoding look slow.
+        for size, (avg, n) in self.verify.points.items():
+            if size > batch and n >= 3:
+                t = min(t, avg)
+        return t
 
     def t_draft(self, source: str, tokens: float) -> float | None:
         fit = self.draft.get(source)

@@ -222,6 +222,7 @@ class CombinedDrafter:
     """
 
     RETRY_EVERY = 16
+    MAX_LOOKUP = 16
 
     def __init__(self, model: ModelDrafter, ngram: NgramDrafter, min_match: int = 3) -> None:
         self.model = model
@@ -231,12 +232,15 @@ class CombinedDrafter:
         self.ngram_rate = 0.7  # moving averages of accepted/drafted, with optimistic priors
         self.model_rate = 0.7
         self._passed_over = 0
+        self._lookup_len = 0  # doubles with each lookup draft accepted whole, 0 after a miss
+        self.limit = self.MAX_LOOKUP  # set by the decode loop each step: context room, tokens left
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
         # A new reply may copy where the last one did not (an edit after a story):
         # each reply starts from the priors instead of the last reply's verdict.
         self.ngram_rate = self.model_rate = 0.7
         self._passed_over = 0
+        self._lookup_len = 0
         self.model.prefill(tokens, should_cancel)
         self.ngram.prefill(tokens, should_cancel)
 
@@ -247,7 +251,10 @@ class CombinedDrafter:
         if size >= self.min_match:
             if self.ngram_rate >= self.model_rate - 0.1 or self._passed_over >= self.RETRY_EVERY:
                 self._passed_over = 0
-                draft = self.ngram.propose(tokens, n, params, rng)
+                # Lookup drafts cost nothing to make: while they are accepted whole (a reply
+                # that copies), each one goes twice as far, past the length chosen for the model.
+                lookup_n = min(max(n, self._lookup_len), self.limit)
+                draft = self.ngram.propose(tokens, lookup_n, params, rng)
                 if len(draft.tokens) >= min(n, 2):
                     return draft
             else:
@@ -260,6 +267,8 @@ class CombinedDrafter:
         rate = accepted / drafted
         if source == self.ngram.name:
             self.ngram_rate += 0.2 * (rate - self.ngram_rate)
+            whole = accepted == drafted
+            self._lookup_len = min(self.MAX_LOOKUP, 2 * max(self._lookup_len, drafted)) if whole else 0
         else:
             self.model_rate += 0.1 * (rate - self.model_rate)
 

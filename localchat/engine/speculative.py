@@ -152,6 +152,8 @@ class DecodeLoop:
             n = 0
             if self.drafter is not None:
                 n = min(self.policy.draft_length(), room, remaining - 1)
+                if hasattr(self.drafter, "limit"):
+                    self.drafter.limit = min(room, remaining - 1)  # how far a drafter may go beyond n
             draft = Draft()
             draft_s = 0.0
             if n > 0:

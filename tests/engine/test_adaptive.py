@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from localchat.engine.adaptive import AdaptivePolicy, CostModel, FixedPolicy
 
 
@@ -186,3 +188,24 @@ def test_a_confident_drafter_on_a_compute_bound_target_keeps_short_drafts() -> N
     fixed = {n: drive_early_stop(FixedPolicy(n), cont=0.98, accept=0.6, steps=300, t_verify=(0.05, 0.02),
                                  t_draft=0.01)[1] for n in (2, 4, 8)}
     assert rate >= 0.97 * max(fixed.values()), (rate, fixed)
+
+
+def test_a_few_slow_plain_steps_do_not_make_speculation_look_better() -> None:
+    """Verification cost never falls with the batch: slow single-token passes (a cold start)
+    are bounded by the well-measured two-token passes."""
+    cost = CostModel()
+    for _ in range(3):
+        cost.observe_verify(1, 0.475)
+    for _ in range(50):
+        cost.observe_verify(2, 0.062)
+    assert cost.t_verify(1) == pytest.approx(0.062)
+    assert cost.t_verify(2) == pytest.approx(0.062)
+
+
+def test_one_slow_pass_at_another_size_does_not_tilt_plain_speed() -> None:
+    cost = CostModel()
+    cost.observe_verify(1, 0.039)
+    for _ in range(10):
+        cost.observe_verify(2, 0.057)
+    cost.observe_verify(3, 0.200)  # one slow pass (a busy moment)
+    assert cost.t_verify(1) == pytest.approx(0.039)
