@@ -19,7 +19,9 @@ class ScriptedModel:
     def prefill(self, tokens: Sequence[int], should_cancel: object) -> None:
         pass
 
-    def propose(self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator) -> Draft:
+    def propose(
+        self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
         self.calls += 1
         return Draft([7] * n, None, self.name)
 
