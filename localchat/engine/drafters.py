@@ -155,7 +155,7 @@ class NgramDrafter:
 
     name = "n-gram"
 
-    def __init__(self, max_ngram: int = 4, min_ngram: int = 2) -> None:
+    def __init__(self, max_ngram: int = 8, min_ngram: int = 2) -> None:
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self._seq: list[int] = []

@@ -75,16 +75,17 @@ def test_auto_off_pauses_where_speculation_loses_probes_recovers_and_the_toggle_
         assert any(n > 0 for n in lengths[start + plain:]), f"no probe after the pause: {lengths}"
         # Recovery: a reply that copies text (n-gram drafts are free and right) makes
         # speculation pay again, so after its probe it stays on to the end.
-        source = Path(__file__).with_name("test_adaptive.py").read_text(encoding="utf-8")[:2400]
-        copy_prompt = f"Repeat this Python source exactly, with no comment:\n\n```python\n{source}\n```"
-        copy_lengths, copy_events = run(eng, copy_prompt, max_tokens=220, session="copy")
+        rows = "\n".join(f"{i:03d},item-{i},{(i * 37) % 101}" for i in range(1, 121))
+        copy_prompt = f"Repeat these CSV lines exactly, with nothing else:\n\n{rows}"
+        copy_lengths, copy_events = run(eng, copy_prompt, max_tokens=300, session="copy")
         first_draft = next((i for i, n in enumerate(copy_lengths) if n > 0), None)
         assert first_draft is not None, f"never probed: {copy_lengths}"
         tail = copy_lengths[first_draft:]
-        assert len(tail) >= 20 and all(n > 0 for n in tail[-15:]), f"did not stay on: {copy_lengths}"
+        assert len(tail) >= 8 and all(n > 0 for n in tail[-5:]), f"did not stay on: {copy_lengths}"
+        assert max(tail) >= 8, f"lookup drafts did not grow: {copy_lengths}"
         assert not copy_events[-1].speculation.paused, copy_events[-1].speculation
-        gain_text = "".join(e.text for e in copy_events)
-        assert gain_text.strip().startswith("```python"), gain_text[:80]
+        copied = "".join(e.text for e in copy_events)
+        assert "001,item-1,37" in copied, copied[:80]
         # The same conversation with speculation turned off by the user: no drafting at all.
         off_lengths, off_events = run(eng, prompt, max_tokens=24, spec=SpeculationConfig(enabled=False))
         assert set(off_lengths) == {0}
