@@ -26,6 +26,7 @@ so, and probes again later, waiting longer after each failed probe.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -83,13 +84,7 @@ class LineFit:
         self.points[size] = (avg + (seconds - avg) / min(n + 1, 16), n + 1)
 
     def predict_at(self, size: float) -> float | None:
-        """``predict`` between whole sizes (an expected draft length is fractional)."""
-        low = max(1, int(size))
-        a = self.predict(low)
-        if a is None or size <= low:
-            return a
-        b = self.predict(low + 1)
-        return a if b is None else a + (b - a) * (size - low)
+        return _between(self.predict, size)
 
     def predict(self, size: int) -> float | None:
         if size in self.points:
@@ -109,6 +104,16 @@ class LineFit:
         var = sum(n * (b - mb) ** 2 for b, _, n in pts)
         slope = sum(n * (b - mb) * (t - mt) for b, t, n in pts) / var if var > 0 else 0.0
         return max(mt + max(slope, self.min_slope) * (size - mb), 1e-6)
+
+
+def _between(predict: Callable[[int], float | None], size: float) -> float | None:
+    """``predict`` between whole sizes, linearly (an expected draft length is fractional)."""
+    low = max(1, int(size))
+    a = predict(low)
+    if a is None or size <= low:
+        return a
+    b = predict(low + 1)
+    return a if b is None else a + (b - a) * (size - low)
 
 
 @dataclass
@@ -145,6 +150,9 @@ class CostModel:
                 t = min(t, avg)
         return t
 
+    def t_verify_at(self, batch: float) -> float | None:
+        return _between(self.t_verify, batch)
+
     def t_draft(self, source: str, tokens: float) -> float | None:
         fit = self.draft.get(source)
         return fit.predict_at(tokens) if fit is not None else None
@@ -173,7 +181,6 @@ class AdaptivePolicy:
     _steps: int = 0
     _spec_steps: int = 0
     _window: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=32))
-    _full_streak: int = 0
     _floor: int = 0  # least cap while drafts keep running to the cap and being accepted whole
     _spec_gain: float | None = None  # measured speculative speed / plain speed over the window
     _acc_rate: float | None = None
@@ -231,10 +238,9 @@ class AdaptivePolicy:
         best_n, best_rate = self._n, 0.0
         for n in range(1, self.max_len + 1):
             d = self.expected_draft_length(n)
-            tv0, tv1 = self.cost.t_verify(int(d) + 1), self.cost.t_verify(int(d) + 2)
+            tv = self.cost.t_verify_at(d + 1)
             td = self.cost.t_draft(self.source, d)
-            assert tv0 is not None and tv1 is not None and td is not None
-            tv = tv0 + (tv1 - tv0) * (d - int(d))
+            assert tv is not None and td is not None
             rate = self.expected_tokens(n) / (td + tv)
             if rate > best_rate * 1.005:  # prefer shorter drafts on near-ties
                 best_n, best_rate = n, rate
@@ -282,11 +288,9 @@ class AdaptivePolicy:
                 # A whole draft cut by the cap where the last position is usually accepted:
                 # the drafter would have gone on, so try twice as long (the cost model only
                 # prices positions it has seen, and averages miss runs of easy text).
-                self._full_streak += 1
                 if self._a(drafted - 1) >= 0.85:
                     self._floor = max(self._floor, 2 * drafted)
             elif accepted < drafted:
-                self._full_streak = 0
                 self._floor = min(self._floor, accepted + 1)  # no further than where it failed
         self._acc_rate = _ewma(self._acc_rate, accepted / drafted, 0.1)
         self._update(drafted, accepted, draft_s, verify_s)

@@ -229,18 +229,19 @@ class CombinedDrafter:
         self.ngram = ngram
         self.min_match = min_match
         self.name = f"{model.name} + n-gram"
+        self.limit = self.MAX_LOOKUP  # set by the decode loop each step: context room, tokens left
+        self._start_reply()
+
+    def _start_reply(self) -> None:
+        # A new reply may copy where the last one did not (an edit after a story):
+        # each reply starts from the priors instead of the last reply's verdict.
         self.ngram_rate = 0.7  # moving averages of accepted/drafted, with optimistic priors
         self.model_rate = 0.7
         self._passed_over = 0
         self._lookup_len = 0  # doubles with each lookup draft accepted whole, 0 after a miss
-        self.limit = self.MAX_LOOKUP  # set by the decode loop each step: context room, tokens left
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
-        # A new reply may copy where the last one did not (an edit after a story):
-        # each reply starts from the priors instead of the last reply's verdict.
-        self.ngram_rate = self.model_rate = 0.7
-        self._passed_over = 0
-        self._lookup_len = 0
+        self._start_reply()
         self.model.prefill(tokens, should_cancel)
         self.ngram.prefill(tokens, should_cancel)
 
