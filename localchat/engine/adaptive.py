@@ -1,32 +1,39 @@
-"""How many tokens to draft next: a fixed length, or one that follows what speculation earns.
+"""How far to draft: a fixed length, or token by token from what speculation earns.
 
-``FixedPolicy`` drafts the same length every step (benchmarks, experts).
+``FixedPolicy`` drafts the same length every step (benchmarks, experts); the
+draft model still stops early when its confidence falls below ``p_min``.
 
-``AdaptivePolicy`` (the default) picks the draft length that maximises the
-expected tokens per second from two measured models:
+``AdaptivePolicy`` (the default) drafts with a ``StopRule``: before each draft
+token it weighs what the token is expected to earn against what it costs.
 
-- acceptance (per conversation): the chance that draft position i is accepted
-  given that the ones before it were, as a moving average per position;
-- continuation (per conversation): the chance that the drafter drafts position
-  i at all, given that it drafted i - 1. The draft model stops by itself when
-  its confidence drops (p_min), so the length chosen here is a cap: on
-  uncertain text a high cap costs little, because drafts end early anyway;
-- cost (per engine, it is a property of the hardware): the target's
-  verification time for a batch of b tokens (a straight line fitted to the
-  measured passes) and the drafter's time per draft token.
+- What it earns: the chance that it and every token before it in the draft
+  are accepted. The chance of one token comes from the drafter's confidence in
+  it, calibrated against what verification accepted (``Calibration``, per
+  confidence bin, shared by every conversation of the pair). Confidence is
+  known per token, so runs of easy text (code, a closing bracket, a quoted
+  name) draft long and uncertain tokens are not drafted at all; averages per
+  draft position cannot tell the two apart.
+- What it costs (``CostModel``, measured on this machine): one drafter pass to
+  look at the next token, and the extra verification time of a batch one token
+  longer. Time is priced at the best rate measured (plain decoding, or
+  speculation over the recent window): keep a token while its expected tokens
+  exceed that rate times its cost.
 
-For a cap of n, the expected tokens per pass are 1 + sum_{i<n} prod_{j<=i} c_j a_j,
-the expected draft length is D = sum_{i<n} prod_{j<=i} c_j, the time is
-t_draft(D) + t_verify(D + 1), and plain decoding earns 1 / t_verify(1). When
-the measured speculative speed stays below plain speed for a stretch, the
-policy pauses speculation (plain steps, which keep t_verify(1) fresh), says
-so, and probes again later, waiting longer after each failed probe.
+When the measured speculative speed (drafting, catching the drafter up and
+verifying, over a window of steps) stays below plain speed, the policy pauses
+speculation (plain steps, which cost nothing extra and keep plain speed
+measured), says so, and probes again later, waiting longer after each failed
+probe. A new conversation starts paused when the pair's last measurement on
+this machine said speculation does not pay.
+
+Drafters without a confidence (n-gram lookup on its own) get a length instead:
+doubled after a draft accepted whole, cut back to where the last one failed.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,11 +42,18 @@ MAX_DRAFT = 16
 
 class DraftPolicy(Protocol):
     def draft_length(self) -> int:
-        """Tokens to draft for the next step; 0 means a plain decoding step."""
+        """Most tokens to draft for the next step; 0 means a plain decoding step."""
         ...
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str) -> None:
-        """Feed back one verification pass."""
+    def observe(
+        self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
+        confidence: Sequence[float] = (),
+    ) -> None:
+        """Feed back one verification pass (``source`` is empty for a plain step)."""
+        ...
+
+    def stop_rule(self) -> StopRule | None:
+        """How far the next draft goes, token by token; None: the drafter's own ``p_min``."""
         ...
 
     @property
@@ -56,8 +70,14 @@ class FixedPolicy:
     def draft_length(self) -> int:
         return self.n
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str) -> None:
+    def observe(
+        self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
+        confidence: Sequence[float] = (),
+    ) -> None:
         pass
+
+    def stop_rule(self) -> StopRule | None:
+        return None
 
     @property
     def paused(self) -> bool:
@@ -77,14 +97,10 @@ class LineFit:
     """Seconds as a function of a size: per-size moving averages, and a weighted line between them."""
 
     points: dict[int, tuple[float, int]] = field(default_factory=dict)  # size -> (average, count)
-    min_slope: float = 0.0
 
     def observe(self, size: int, seconds: float) -> None:
         avg, n = self.points.get(size, (seconds, 0))
         self.points[size] = (avg + (seconds - avg) / min(n + 1, 16), n + 1)
-
-    def predict_at(self, size: float) -> float | None:
-        return _between(self.predict, size)
 
     def predict(self, size: int) -> float | None:
         if size in self.points:
@@ -103,41 +119,100 @@ class LineFit:
         mt = sum(t * n for _, t, n in pts) / w
         var = sum(n * (b - mb) ** 2 for b, _, n in pts)
         slope = sum(n * (b - mb) * (t - mt) for b, t, n in pts) / var if var > 0 else 0.0
-        return max(mt + max(slope, self.min_slope) * (size - mb), 1e-6)
+        return max(mt + max(slope, 0.0) * (size - mb), 1e-6)
 
 
-def _between(predict: Callable[[int], float | None], size: float) -> float | None:
-    """``predict`` between whole sizes, linearly (an expected draft length is fractional)."""
-    low = max(1, int(size))
-    a = predict(low)
-    if a is None or size <= low:
-        return a
-    b = predict(low + 1)
-    return a if b is None else a + (b - a) * (size - low)
+@dataclass
+class Calibration:
+    """The chance that a draft token is accepted (the ones before it were) given the
+    drafter's confidence in it, learned per confidence bin.
+
+    A bin starts from its own confidence (a draft model that shares the target's
+    training is roughly calibrated) and moves to what verification shows.
+    """
+
+    bins: int = 20
+    prior_weight: float = 4.0
+    max_count: float = 200.0  # older evidence fades: a bin weighs at most this many tokens
+    _hits: list[float] = field(default_factory=list)
+    _seen: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._hits = [0.0] * self.bins
+        self._seen = [0.0] * self.bins
+
+    def _bin(self, conf: float) -> int:
+        return min(self.bins - 1, max(0, int(conf * self.bins)))
+
+    def q(self, conf: float) -> float:
+        b = self._bin(conf)
+        return (self._hits[b] + self.prior_weight * conf) / (self._seen[b] + self.prior_weight)
+
+    def observe(self, confidence: Sequence[float], accepted: int) -> None:
+        """Tokens before ``accepted`` were accepted, the one at ``accepted`` rejected; later ones unseen."""
+        for i, conf in enumerate(confidence[: accepted + 1]):
+            b = self._bin(conf)
+            if self._seen[b] >= self.max_count:
+                keep = (self.max_count - 1) / self._seen[b]
+                self._hits[b] *= keep
+                self._seen[b] *= keep
+            self._seen[b] += 1.0
+            self._hits[b] += 1.0 if i < accepted else 0.0
+
+
+class StopRule:
+    """Token by token: draft the next token while what it is expected to earn pays for its cost.
+
+    Time is worth ``value`` tokens per second (the best rate measured: plain or
+    speculative). Keeping the token at position k adds P_k expected tokens, where
+    P_k is the product of the calibrated chances of positions 0..k, and costs
+    the extra verification time of a batch one longer; looking at the next token
+    costs one drafter pass plus that token's own verification increment. Easy runs
+    (code, quoting) draft long, uncertain tokens are not drafted at all.
+    """
+
+    def __init__(self, cost: CostModel, calibration: Calibration, value: float) -> None:
+        self.cost = cost
+        self.calibration = calibration
+        self.value = value
+        self._p = 1.0  # chance that every token kept so far is accepted
+        self._q = 1.0  # the last kept token's chance: the guess for the next one
+
+    def _extra_verify(self, batch: int) -> float:
+        """Seconds that one more token adds to a verification batch of ``batch`` tokens."""
+        a = self.cost.t_verify(batch)
+        b = self.cost.t_verify(batch + 1)
+        return max(0.0, b - a) if a is not None and b is not None else 0.0
+
+    def take(self, position: int, confidence: float) -> bool:
+        q = self.calibration.q(confidence)
+        p = self._p * q
+        if p < self.value * self._extra_verify(position + 1):
+            return False
+        self._p, self._q = p, q
+        return True
+
+    def look_further(self, position: int, decode_seconds: float) -> bool:
+        cost = decode_seconds + self._extra_verify(position + 2)
+        return self._p * self._q >= self.value * cost
 
 
 @dataclass
 class CostModel:
-    """Measured timings of this engine's target and drafter (shared by all conversations).
-
-    Verification time by batch size, and drafting time by draft length per
-    drafter (a draft-model step has a fixed part, catching up on the accepted
-    tokens, and a part per drafted token; a line captures both).
-    """
+    """What this engine has measured (shared by all conversations): the target's verification
+    time by batch size, each drafter's calibration, and whether speculation last paid."""
 
     verify: LineFit = field(default_factory=LineFit)
-    draft: dict[str, LineFit] = field(default_factory=dict)
-    # The pair's acceptance by draft position over every conversation: a new
-    # conversation starts from it instead of from a blind prior.
-    accept: dict[str, list[float]] = field(default_factory=dict)
-    cont: dict[str, list[float]] = field(default_factory=dict)  # continuation, likewise
+    calibration: dict[str, Calibration] = field(default_factory=dict)  # per drafter
+    # The latest measured (speed-up, acceptance rate) per drafter: a new conversation
+    # starts paused when the last ones showed that speculation does not pay here.
+    verdict: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def calibration_for(self, source: str) -> Calibration:
+        return self.calibration.setdefault(source, Calibration())
 
     def observe_verify(self, batch: int, seconds: float) -> None:
         self.verify.observe(batch, seconds)
-
-    def observe_draft(self, source: str, tokens: int, seconds: float) -> None:
-        if tokens > 0:
-            self.draft.setdefault(source, LineFit()).observe(tokens, seconds)
 
     def t_verify(self, batch: int) -> float | None:
         t = self.verify.predict(batch)
@@ -150,39 +225,29 @@ class CostModel:
                 t = min(t, avg)
         return t
 
-    def t_verify_at(self, batch: float) -> float | None:
-        return _between(self.t_verify, batch)
-
-    def t_draft(self, source: str, tokens: float) -> float | None:
-        fit = self.draft.get(source)
-        return fit.predict_at(tokens) if fit is not None else None
-
     def ready(self) -> bool:
         return 1 in self.verify.points
 
 
 @dataclass
 class AdaptivePolicy:
-    """Draft length from measured acceptance and cost; pauses itself when speculation loses."""
+    """Drafts token by token from measured acceptance and cost; pauses itself when speculation loses."""
 
     cost: CostModel
-    start: int = 4
+    start: int = 4  # first length for drafters without a confidence (n-gram lookup)
     max_len: int = MAX_DRAFT
-    source: str = "draft"  # the drafter's cost key for the length choice
-    prior: float = 0.6  # assumed acceptance for positions not yet seen
+    source: str = "draft"  # the drafter whose calibration and verdict this policy uses
+    confident: bool = True  # the drafter reports its confidence per token: use the StopRule
     warmup_steps: int = 12  # speculative steps measured before auto-off may trigger
     retry_tokens: int = 128  # plain tokens before probing again (doubles after each failed probe)
     calibrate_every: int = 128  # a plain step now and then keeps plain speed measured
 
-    _accept: list[float] = field(default_factory=list)
-    _cont: list[float] = field(default_factory=list)  # index i-1: continuation at position i >= 1
-    _last_cap: int = 0
     _n: int = 0
     _steps: int = 0
     _spec_steps: int = 0
     _window: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=32))
-    _floor: int = 0  # least cap while drafts keep running to the cap and being accepted whole
     _spec_gain: float | None = None  # measured speculative speed / plain speed over the window
+    _rate: float | None = None  # measured speculative tokens per second over the window
     _acc_rate: float | None = None
     _paused_left: int = 0
     _backoff: int = 1
@@ -192,66 +257,22 @@ class AdaptivePolicy:
     def __post_init__(self) -> None:
         self._n = max(1, min(self.start, self.max_len))
         self._next_plain = not self.cost.ready()
-        learned = self.cost.accept.get(self.source)
-        if learned:
-            # Start where this pair's earlier conversations ended up; if those showed
-            # that speculation does not pay on this machine, start paused.
-            self._accept = list(learned)
-            self._cont = list(self.cost.cont.get(self.source, []))
-            self._n, expected = self._best_length()
-            if expected < 0.97 and self.cost.ready():
-                self._pause(expected, sum(learned[:1]) or 0.0)
-
-    # -- model ------------------------------------------------------------------------
-    def _a(self, i: int) -> float:
-        if i < len(self._accept):
-            return self._accept[i]
-        last = self._accept[-1] if self._accept else self.prior
-        return last * 0.95 ** (i - len(self._accept) + 1)
-
-    def _c(self, i: int) -> float:
-        if i == 0:
-            return 1.0
-        if i - 1 < len(self._cont):
-            return self._cont[i - 1]
-        return self._cont[-1] if self._cont else 1.0
-
-    def expected_tokens(self, n: int) -> float:
-        total, run = 1.0, 1.0
-        for i in range(n):
-            run *= self._a(i) * self._c(i)
-            total += run
-        return total
-
-    def expected_draft_length(self, n: int) -> float:
-        total, run = 0.0, 1.0
-        for i in range(n):
-            run *= self._c(i)
-            total += run
-        return total
-
-    def _best_length(self) -> tuple[int, float]:
-        """(length, expected speed-up over plain) from the models; (current, 1) without timings."""
-        t1 = self.cost.t_verify(1)
-        if t1 is None or self.source not in self.cost.draft:
-            return self._n, 1.0
-        best_n, best_rate = self._n, 0.0
-        for n in range(1, self.max_len + 1):
-            d = self.expected_draft_length(n)
-            tv = self.cost.t_verify_at(d + 1)
-            td = self.cost.t_draft(self.source, d)
-            assert tv is not None and td is not None
-            rate = self.expected_tokens(n) / (td + tv)
-            if rate > best_rate * 1.005:  # prefer shorter drafts on near-ties
-                best_n, best_rate = n, rate
-        return best_n, best_rate * t1
+        verdict = self.cost.verdict.get(self.source)
+        if verdict is not None and verdict[0] < 0.97 and self.cost.ready():
+            self._pause(*verdict)
 
     # -- policy -----------------------------------------------------------------------------
     def draft_length(self) -> int:
         if self._paused_left > 0 or self._next_plain:
             return 0
-        self._last_cap = self._n
-        return self._n
+        return self.max_len if self.confident else self._n
+
+    def stop_rule(self) -> StopRule | None:
+        t1 = self.cost.t_verify(1)
+        if not self.confident or t1 is None:
+            return None
+        value = max(1.0 / t1, self._rate or 0.0)
+        return StopRule(self.cost, self.cost.calibration_for(self.source), value)
 
     @property
     def paused(self) -> bool:
@@ -262,62 +283,41 @@ class AdaptivePolicy:
         return self._reason if self._paused_left > 0 else ""
 
     @property
-    def acceptance(self) -> list[float]:
-        return list(self._accept)
+    def speedup(self) -> float | None:
+        """Measured speculative speed over plain speed, over the recent window."""
+        return self._spec_gain
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str) -> None:
+    def observe(
+        self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
+        confidence: Sequence[float] = (),
+    ) -> None:
         self._steps += 1
         self.cost.observe_verify(drafted + 1, verify_s)
-        if drafted == 0:
+        if not source:  # a plain step: the drafter was not asked
             self._next_plain = False
             if self._paused_left > 0:
                 self._paused_left -= 1
                 if self._paused_left == 0:
-                    # Probe again from a modest length with fresh evidence.
+                    # Probe again with fresh evidence.
                     self._spec_steps = 0
                     self._spec_gain = None
+                    self._rate = None
                     self._window.clear()
                     self._n = max(1, min(self._n, 3))
             return
+        # The drafter was asked. Even a step where it drafted nothing (nothing was worth
+        # its cost) paid for keeping it in step: that is part of speculation's speed.
         self._spec_steps += 1
-        if source == self.source:
-            self.cost.observe_draft(source, drafted, draft_s)
-            self._observe_acceptance(drafted, accepted)
-            self._observe_continuation(drafted)
-            if accepted == drafted and drafted >= self._last_cap:
-                # A whole draft cut by the cap where the last position is usually accepted:
-                # the drafter would have gone on, so try twice as long (the cost model only
-                # prices positions it has seen, and averages miss runs of easy text).
-                if self._a(drafted - 1) >= 0.85:
-                    self._floor = max(self._floor, 2 * drafted)
-            elif accepted < drafted:
-                self._floor = min(self._floor, accepted + 1)  # no further than where it failed
-        self._acc_rate = _ewma(self._acc_rate, accepted / drafted, 0.1)
-        self._update(drafted, accepted, draft_s, verify_s)
-
-    def _observe_acceptance(self, drafted: int, accepted: int) -> None:
-        shared = self.cost.accept.setdefault(self.source, [])
-        for i in range(drafted):
-            hit = 1.0 if i < accepted else 0.0
-            for table, alpha in ((self._accept, 0.15), (shared, 0.05)):
-                if i < len(table):
-                    table[i] = _ewma(table[i], hit, alpha)
-                else:
-                    table.append(0.5 * self.prior + 0.5 * hit)
-            if not hit:
-                break
-
-    def _observe_continuation(self, drafted: int) -> None:
-        """Positions 1..drafted-1 were drafted; a draft shorter than the cap stopped at ``drafted``."""
-        shared = self.cost.cont.setdefault(self.source, [])
-        last = min(drafted, self._last_cap - 1) if drafted < self._last_cap else drafted - 1
-        for i in range(1, last + 1):
-            went_on = 1.0 if i < drafted else 0.0
-            for table, alpha in ((self._cont, 0.15), (shared, 0.05)):
-                if i - 1 < len(table):
-                    table[i - 1] = _ewma(table[i - 1], went_on, alpha)
-                else:
-                    table.append(0.5 + 0.5 * went_on)
+        if drafted > 0:
+            if confidence and source == self.source:
+                self.cost.calibration_for(source).observe(confidence, accepted)
+            if not self.confident and source == self.source:
+                if accepted == drafted and drafted >= self._n:
+                    self._n = min(self.max_len, 2 * self._n)
+                elif accepted < drafted:
+                    self._n = max(1, accepted + 1)
+            self._acc_rate = _ewma(self._acc_rate, accepted / drafted, 0.1)
+        self._update(accepted + 1, draft_s + verify_s)
 
     def _pause(self, gain: float, acceptance: float) -> None:
         tokens = self.retry_tokens * self._backoff
@@ -327,27 +327,20 @@ class AdaptivePolicy:
         self._paused_left = tokens
         self._backoff = min(self._backoff * 2, 8)
 
-    def _update(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
+    def _update(self, tokens: int, seconds: float) -> None:
         t1 = self.cost.t_verify(1)
-        self._window.append((accepted + 1, draft_s + verify_s))
-        if t1 is not None:
-            tokens = sum(t for t, _ in self._window)
-            seconds = sum(s for _, s in self._window)
-            self._spec_gain = tokens / seconds * t1 if seconds > 0 else None
-        if self.source in self.cost.draft and t1 is not None:
-            self._n, _ = self._best_length()
-            # The model only knows positions it has seen drafted; while drafts run to
-            # the cap and are accepted whole, the cap grows past what it predicts.
-            self._n = max(self._n, min(self.max_len, self._floor))
-        else:  # no timings yet: the +2/-1 rule
-            self._n = min(self.max_len, self._n + 2) if accepted == drafted else max(1, self._n - 1)
+        self._window.append((tokens, seconds))
+        total_tokens = sum(t for t, _ in self._window)
+        total_seconds = sum(s for _, s in self._window)
+        if total_seconds > 0:
+            self._rate = total_tokens / total_seconds
+            self._spec_gain = self._rate * t1 if t1 is not None else None
         if self._steps % self.calibrate_every == 0:
             self._next_plain = True
-        if (
-            self._spec_steps >= self.warmup_steps
-            and self._spec_gain is not None
-            and self._spec_gain < 0.97
-        ):
+        if self._spec_steps < self.warmup_steps or self._spec_gain is None:
+            return
+        self.cost.verdict[self.source] = (self._spec_gain, self._acc_rate or 0.0)
+        if self._spec_gain < 0.97:
             self._pause(self._spec_gain, self._acc_rate or 0.0)
-        elif self._spec_steps >= self.warmup_steps and self._spec_gain is not None and self._spec_gain >= 1.0:
+        elif self._spec_gain >= 1.0:
             self._backoff = 1

@@ -35,6 +35,20 @@ class Draft:
     # Time spent catching the drafter up on a long stretch it did not see (after a
     # pause or n-gram drafts): paid once, so it is kept out of per-step cost figures.
     catch_up_seconds: float = 0.0
+    # The draft model's top probability for each drafted token (its confidence).
+    confidence: list[float] = field(default_factory=list)
+
+
+class StopRule(Protocol):
+    """Decides token by token how far a draft goes (see adaptive.StopRule)."""
+
+    def take(self, position: int, confidence: float) -> bool:
+        """Keep the token drafted at ``position`` (0-based), given the drafter's confidence in it?"""
+        ...
+
+    def look_further(self, position: int, decode_seconds: float) -> bool:
+        """Pay one drafter pass (``decode_seconds``) to draft the token after ``position``?"""
+        ...
 
 
 class Drafter(Protocol):
@@ -48,6 +62,7 @@ class Drafter(Protocol):
         n: int,
         params: SamplingParams,
         rng: np.random.Generator,
+        stop: StopRule | None = None,
     ) -> Draft: ...
 
     def close(self) -> None: ...
@@ -93,7 +108,12 @@ def sync_context(
 
 
 class ModelDrafter:
-    """Drafts with a small model; stops early when its top probability falls below ``p_min``."""
+    """Drafts with a small model.
+
+    A draft stops early when the drafter's top probability falls below ``p_min``
+    or, when a ``StopRule`` is given (adaptive speculation), when the rule says
+    the next token no longer pays for its cost.
+    """
 
     # In step, the drafter is at most a couple of tokens behind the target (the
     # target's own token, the last draft token); more means it sat out a stretch.
@@ -103,12 +123,25 @@ class ModelDrafter:
         self.ctx = ctx
         self.name = name
         self.p_min = p_min
+        self.decode_seconds: float | None = None  # moving average of one single-token pass
+
+    def _decode_one(self, tok: int) -> None:
+        t0 = time.perf_counter()
+        self.ctx.decode([tok], logits_for="last")
+        dt = time.perf_counter() - t0
+        self.decode_seconds = dt if self.decode_seconds is None else self.decode_seconds + 0.1 * (
+            dt - self.decode_seconds)
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
         sync_context(self.ctx, tokens, should_cancel)
 
     def propose(
-        self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
+        self,
+        tokens: Sequence[int],
+        n: int,
+        params: SamplingParams,
+        rng: np.random.Generator,
+        stop: StopRule | None = None,
     ) -> Draft:
         ctx = self.ctx
         if len(tokens) + n >= ctx.n_ctx:
@@ -116,12 +149,18 @@ class ModelDrafter:
         if n <= 0:
             return Draft(source=self.name)
         catch_up = 0.0
-        if len(tokens) - common_prefix(ctx.tokens, tokens) > self.CATCH_UP:
+        behind = len(tokens) - common_prefix(ctx.tokens, tokens)
+        if behind > self.CATCH_UP:
             t0 = time.perf_counter()
             sync_context(ctx, tokens[:-1])
             catch_up = time.perf_counter() - t0
-        sync_context(ctx, tokens)
+            self._decode_one(tokens[-1])
+        elif behind == 1 and ctx.n_past == len(tokens) - 1:
+            self._decode_one(tokens[-1])  # the usual step: only the target's own token is new
+        else:
+            sync_context(ctx, tokens)
         out: list[int] = []
+        confs: list[float] = []
         dists: list[sampling.Dist] | None = None if params.greedy else []
         history = list(tokens)
         for i in range(n):
@@ -133,18 +172,21 @@ class ModelDrafter:
                 q = sampling.distribution(logits, history, params)
                 tok = q.sample(rng)
                 conf = q.top()[1]
-                assert dists is not None
-                dists.append(q)
-            if conf < self.p_min and i > 0:
-                if dists:
-                    dists.pop()
+            keep = stop.take(i, conf) if stop is not None else (conf >= self.p_min or i == 0)
+            if not keep:
                 break
+            if dists is not None:
+                dists.append(q)
             out.append(tok)
+            confs.append(conf)
             history.append(tok)
             if ctx.model.is_eog(tok) or i == n - 1:
                 break
-            ctx.decode([tok], logits_for="last")
-        return Draft(out, dists, self.name, catch_up)
+            # Not yet timed (the first draft after a full re-sync): one token, then it is.
+            if stop is not None and not stop.look_further(i, self.decode_seconds or float("inf")):
+                break
+            self._decode_one(tok)
+        return Draft(out, dists, self.name, catch_up, confs)
 
     def close(self) -> None:
         self.ctx.close()
@@ -199,7 +241,12 @@ class NgramDrafter:
         return 0, -1
 
     def propose(
-        self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
+        self,
+        tokens: Sequence[int],
+        n: int,
+        params: SamplingParams,
+        rng: np.random.Generator,
+        stop: StopRule | None = None,
     ) -> Draft:
         size, pos = self.match(tokens)
         if size == 0:
@@ -223,6 +270,7 @@ class CombinedDrafter:
 
     RETRY_EVERY = 16
     MAX_LOOKUP = 16
+    LOOKUP_START = 4
 
     def __init__(self, model: ModelDrafter, ngram: NgramDrafter, min_match: int = 3) -> None:
         self.model = model
@@ -246,7 +294,12 @@ class CombinedDrafter:
         self.ngram.prefill(tokens, should_cancel)
 
     def propose(
-        self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
+        self,
+        tokens: Sequence[int],
+        n: int,
+        params: SamplingParams,
+        rng: np.random.Generator,
+        stop: StopRule | None = None,
     ) -> Draft:
         size, _ = self.ngram.match(tokens)
         if size >= self.min_match:
@@ -254,13 +307,15 @@ class CombinedDrafter:
                 self._passed_over = 0
                 # Lookup drafts cost nothing to make: while they are accepted whole (a reply
                 # that copies), each one goes twice as far, past the length chosen for the model.
-                lookup_n = min(max(n, self._lookup_len), self.limit)
+                # With a stop rule the model's length is open-ended, so lookup starts from its own.
+                start = min(n, self.LOOKUP_START) if stop is not None else n
+                lookup_n = min(max(start, self._lookup_len), self.limit)
                 draft = self.ngram.propose(tokens, lookup_n, params, rng)
-                if len(draft.tokens) >= min(n, 2):
+                if len(draft.tokens) >= min(start, 2):
                     return draft
             else:
                 self._passed_over += 1
-        return self.model.propose(tokens, n, params, rng)
+        return self.model.propose(tokens, n, params, rng, stop)
 
     def observe(self, source: str, drafted: int, accepted: int) -> None:
         if drafted <= 0:

@@ -150,14 +150,14 @@ class Engine:
         spec = request.speculation
         if drafter is None or not spec.adaptive:
             return FixedPolicy(spec.draft_tokens)
-        source = self.model_drafter.name if self.model_drafter is not None and drafter is not self.ngram \
-            else self.ngram.name
+        confident = self.model_drafter is not None and drafter is not self.ngram
+        source = self.model_drafter.name if confident and self.model_drafter is not None else self.ngram.name
         key = (request.session, drafter.name)
         policy = self._policies.get(key)
         if policy is None:
             if len(self._policies) >= 64:  # forget the oldest conversation
                 self._policies.pop(next(iter(self._policies)))
-            policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source)
+            policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident)
             self._policies[key] = policy
         return policy
 

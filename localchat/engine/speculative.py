@@ -159,7 +159,7 @@ class DecodeLoop:
             if n > 0:
                 assert self.drafter is not None
                 td = time.perf_counter()
-                draft = self.drafter.propose(committed, n, self.params, self.rng)
+                draft = self.drafter.propose(committed, n, self.params, self.rng, self.policy.stop_rule())
                 draft_s = time.perf_counter() - td
             tv = time.perf_counter()
             emitted, accepted = self._verify(committed, draft)
@@ -170,7 +170,8 @@ class DecodeLoop:
             if draft.tokens:
                 rec.record_draft(len(draft.tokens), accepted)
             step_draft_s = draft_s - draft.catch_up_seconds
-            self.policy.observe(len(draft.tokens), accepted, step_draft_s, verify_s, draft.source)
+            self.policy.observe(len(draft.tokens), accepted, step_draft_s, verify_s, draft.source,
+                                draft.confidence)
             observe = getattr(self.drafter, "observe", None)
             if observe is not None and draft.tokens:
                 observe(draft.source, len(draft.tokens), accepted)

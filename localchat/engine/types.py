@@ -89,7 +89,7 @@ class SpeculationState:
     active: bool
     drafter: str  # "Qwen2.5-Coder-0.5B", "n-gram", "off"
     reason: str = ""  # why it is off or paused, in words
-    draft_tokens: int = 0  # current draft length
+    draft_tokens: int = 0  # most tokens the next draft may hold
     paused: bool = False  # adaptive auto-off in force
 
 

@@ -147,7 +147,8 @@ OPTIONS: tuple[Option, ...] = (
         int,
         4,
         "Draft tokens",
-        "How many tokens the drafter proposes per step (the starting length when adaptive is on).",
+        "How many tokens the drafter proposes per step. With adaptive speculation the draft model "
+        "decides token by token instead, and this is the first length for n-gram lookup.",
         SPECULATION,
         minimum=1,
         maximum=16,
@@ -158,8 +159,8 @@ OPTIONS: tuple[Option, ...] = (
         bool,
         True,
         "Adaptive speculation",
-        "Adjust the draft length to how often drafts are accepted, and pause speculation "
-        "while it is slower than plain decoding.",
+        "Draft each token only while it is likely enough to be accepted to pay for its cost "
+        "(measured on this computer), and pause speculation while it is slower than plain decoding.",
         SPECULATION,
     ),
     # Sampling

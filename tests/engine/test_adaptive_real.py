@@ -37,18 +37,15 @@ def run(eng: Engine, prompt: str, max_tokens: int, spec: SpeculationConfig = ADA
     return lengths, events
 
 
-def longest_plain_run(lengths: list[int]) -> tuple[int, int]:
-    """(start, length) of the longest stretch of plain steps."""
-    best = (0, 0)
-    start = None
-    for i, n in enumerate([*lengths, 1]):
-        if n == 0 and start is None:
-            start = i
-        elif n != 0 and start is not None:
-            if i - start > best[1]:
-                best = (start, i - start)
-            start = None
-    return best
+def paused_runs(events: list[TokenEvent]) -> list[tuple[bool, int]]:
+    """The reply as stretches of (paused, tokens), from the state sent with each piece of text."""
+    runs: list[tuple[bool, int]] = []
+    for e in events:
+        if runs and runs[-1][0] == e.speculation.paused:
+            runs[-1] = (e.speculation.paused, runs[-1][1] + e.n_tokens)
+        else:
+            runs.append((e.speculation.paused, e.n_tokens))
+    return runs
 
 
 @pytest.mark.slow
@@ -69,10 +66,11 @@ def test_auto_off_pauses_where_speculation_loses_probes_recovers_and_the_toggle_
         assert reason.startswith("speculation paused: 0.") and "retrying in 128 tokens" in reason, reason
         gain = float(reason.split(": ")[1].split("x")[0])
         assert gain < 0.97
-        start, plain = longest_plain_run(lengths)
-        assert any(lengths[:start]), "it drafted before pausing"
-        assert plain >= 120, (start, plain, lengths)  # the pause holds for its 128 tokens (calibration aside)
-        assert any(n > 0 for n in lengths[start + plain:]), f"no probe after the pause: {lengths}"
+        runs = paused_runs(events)
+        longest = max(range(len(runs)), key=lambda i: runs[i][1] if runs[i][0] else -1)
+        assert runs[longest][0] and runs[longest][1] >= 120, runs  # the pause holds for its 128 tokens
+        assert longest > 0 and not runs[0][0], f"it measured speculation before pausing: {runs}"
+        assert longest < len(runs) - 1, f"no probe after the pause: {runs}"
         # Recovery: a reply that copies text (n-gram drafts are free and right) makes
         # speculation pay again, so after its probe it stays on to the end.
         rows = "\n".join(f"{i:03d},item-{i},{(i * 37) % 101}" for i in range(1, 121))

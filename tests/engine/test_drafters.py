@@ -20,7 +20,8 @@ class ScriptedModel:
         pass
 
     def propose(
-        self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
+        self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator,
+        stop: object = None,
     ) -> Draft:
         self.calls += 1
         return Draft([7] * n, None, self.name)

@@ -162,7 +162,7 @@ class ScriptedDrafter:
     def prefill(self, tokens: Sequence[int], should_cancel: object) -> None:
         pass
 
-    def propose(self, tokens: Sequence[int], n: int, params: object, rng: object) -> Draft:
+    def propose(self, tokens: Sequence[int], n: int, params: object, rng: object, stop: object = None) -> Draft:
         j = len(tokens) - self.prompt_len
         draft = list(self.plain[j : j + n])
         bad = self.corrupt.get(self.step, -1)
