@@ -125,12 +125,16 @@ class ModelDrafter:
         self.p_min = p_min
         self.decode_seconds: float | None = None  # moving average of one single-token pass
 
-    def _decode_one(self, tok: int) -> None:
+    def _timed(self, run: Callable[[], object]) -> None:
+        """Run one short drafter pass (a token or two) and fold its time into ``decode_seconds``."""
         t0 = time.perf_counter()
-        self.ctx.decode([tok], logits_for="last")
+        run()
         dt = time.perf_counter() - t0
         self.decode_seconds = dt if self.decode_seconds is None else self.decode_seconds + 0.1 * (
             dt - self.decode_seconds)
+
+    def _decode_one(self, tok: int) -> None:
+        self._timed(lambda: self.ctx.decode([tok], logits_for="last"))
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
         sync_context(self.ctx, tokens, should_cancel)
@@ -157,8 +161,8 @@ class ModelDrafter:
             self._decode_one(tokens[-1])
         elif behind == 1 and ctx.n_past == len(tokens) - 1:
             self._decode_one(tokens[-1])  # the usual step: only the target's own token is new
-        else:
-            sync_context(ctx, tokens)
+        else:  # a token or two after a rejection or a draft accepted whole: one short pass
+            self._timed(lambda: sync_context(ctx, tokens))
         out: list[int] = []
         confs: list[float] = []
         dists: list[sampling.Dist] | None = None if params.greedy else []

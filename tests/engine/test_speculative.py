@@ -162,7 +162,9 @@ class ScriptedDrafter:
     def prefill(self, tokens: Sequence[int], should_cancel: object) -> None:
         pass
 
-    def propose(self, tokens: Sequence[int], n: int, params: object, rng: object, stop: object = None) -> Draft:
+    def propose(
+        self, tokens: Sequence[int], n: int, params: object, rng: object, stop: object = None
+    ) -> Draft:
         j = len(tokens) - self.prompt_len
         draft = list(self.plain[j : j + n])
         bad = self.corrupt.get(self.step, -1)
@@ -242,6 +244,75 @@ def test_real_drafter_rollback_keeps_output_exact_on_f16(smollm2_f16_path: Path,
             drafted += spec.stats.drafted
             accepted += spec.stats.accepted
         assert 0 < accepted < drafted
+
+
+class CountingRule:
+    """Keeps the first ``keep`` tokens, and looks further while below that."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.seen: list[float] = []
+
+    def take(self, position: int, confidence: float) -> bool:
+        self.seen.append(confidence)
+        return position < self.keep
+
+    def look_further(self, position: int, decode_seconds: float) -> bool:
+        return position + 1 < self.keep
+
+
+def test_model_drafter_drafts_as_far_as_the_stop_rule_allows(
+    smollm2_f16_path: Path, smollm2_path: Path
+) -> None:
+    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=512)
+    with Engine(cfg) as eng:
+        md = eng.model_drafter
+        assert md is not None
+        tokens = eng.target_model.tokenize("One, two, three, four,", add_special=False)
+        md.prefill(tokens[:-1], lambda: False)
+        params, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
+        nothing = md.propose(tokens, 16, params, rng, CountingRule(0))
+        assert nothing.tokens == [] and nothing.source == md.name  # asked, and drafted nothing
+        assert md.decode_seconds is not None and md.decode_seconds > 0  # the catch-up pass was timed
+        rule = CountingRule(3)
+        three = md.propose(tokens, 16, params, rng, rule)
+        assert len(three.tokens) == 3 and len(three.confidence) == 3
+        assert all(0.0 < c <= 1.0 for c in three.confidence) and rule.seen[:3] == three.confidence
+        assert len(md.ctx.tokens) == len(tokens) + 2  # it never evaluated past what it looked at
+        # Without a rule the drafter's own p_min and the length decide, as before.
+        assert len(md.propose(tokens, 2, params, rng).tokens) <= 2
+
+
+@pytest.mark.slow
+def test_stop_rule_drafts_exact_output_with_varied_lengths(
+    qwen_target_f16_path: Path, qwen_draft_path: Path
+) -> None:
+    """Adaptive speculation on a real pair where it pays: each draft ends where the stop rule
+    says; the text stays the target's own, both caches stay in step, and drafts of many
+    lengths occur (short on uncertain tokens, long on easy runs)."""
+    cfg = EngineConfig(str(qwen_target_f16_path), draft_path=str(qwen_draft_path), n_ctx=1024)
+    adaptive = SpeculationConfig(drafter=DrafterKind.MODEL, adaptive=True)
+    with Engine(cfg) as eng:
+        assert eng.model_drafter is not None
+        dctx = eng.model_drafter.ctx
+        lengths: list[int] = []
+
+        def trace(batch: list[int], choices: list[int], accepted: int) -> None:
+            assert kv_len(eng.target) == len(eng.target.tokens)
+            assert kv_len(dctx) == len(dctx.tokens)
+            lengths.append(len(batch) - 1)
+
+        for prompt in [CODE_PROMPTS[0], "Write a haiku about the sea."]:
+            eng.reset()
+            plain = eng.generate(ask(prompt, OFF, max_tokens=64, temperature=0.0))
+            eng.reset()
+            eng.trace_hook = trace
+            spec = eng.generate(ask(prompt, adaptive, max_tokens=64, temperature=0.0))
+            eng.trace_hook = None
+            assert spec.token_ids == plain.token_ids
+        assert eng.model_drafter.decode_seconds is not None and eng.model_drafter.decode_seconds > 0
+        assert eng.cost.calibration_for(eng.model_drafter.name)._seen != [0.0] * 20
+        assert max(lengths) >= 6 and len(set(lengths)) >= 4, lengths
 
 
 def test_next_turn_reuses_both_caches(smollm2_f16_path: Path, smollm2_path: Path) -> None:
