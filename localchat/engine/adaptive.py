@@ -239,6 +239,10 @@ class AdaptivePolicy:
     source: str = "draft"  # the drafter whose calibration and verdict this policy uses
     confident: bool = True  # the drafter reports its confidence per token: use the StopRule
     warmup_steps: int = 12  # speculative steps measured before auto-off may trigger
+    # A clear loss needs less evidence: after this many steps, a speed-up below
+    # ``early_gain`` pauses at once (the first reply of a pair that loses here).
+    early_steps: int = 4
+    early_gain: float = 0.8
     retry_tokens: int = 128  # plain tokens before probing again (doubles after each failed probe)
     calibrate_every: int = 128  # a plain step now and then keeps plain speed measured
 
@@ -337,7 +341,12 @@ class AdaptivePolicy:
             self._spec_gain = self._rate * t1 if t1 is not None else None
         if self._steps % self.calibrate_every == 0:
             self._next_plain = True
-        if self._spec_steps < self.warmup_steps or self._spec_gain is None:
+        if self._spec_gain is None or self._spec_steps < self.early_steps:
+            return
+        if self._spec_steps < self.warmup_steps:
+            if self._spec_gain < self.early_gain:
+                self.cost.verdict[self.source] = (self._spec_gain, self._acc_rate or 0.0)
+                self._pause(self._spec_gain, self._acc_rate or 0.0)
             return
         self.cost.verdict[self.source] = (self._spec_gain, self._acc_rate or 0.0)
         if self._spec_gain < 0.97:

@@ -11,6 +11,7 @@ import pytest
 from localchat.engine.adaptive import AdaptivePolicy, Calibration, CostModel, FixedPolicy, StopRule
 
 P_MIN = 0.5  # the drafter's own cut-off under a fixed length (ModelDrafter's default)
+NEVER_PAUSE: dict = {"warmup_steps": 10**6, "early_steps": 10**6}
 
 
 @dataclass
@@ -192,7 +193,7 @@ def test_a_costly_verification_batch_means_shorter_drafts() -> None:
     ids=["prose", "flat-verify", "code", "overconfident"],
 )
 def test_the_stop_rule_beats_every_fixed_length(pair: Pair) -> None:
-    rate, _ = run(AdaptivePolicy(CostModel(), warmup_steps=10**6), pair, 1500, seed=3)
+    rate, _ = run(AdaptivePolicy(CostModel(), **NEVER_PAUSE), pair, 1500, seed=3)
     fixed = {n: run(FixedPolicy(n), pair, 1500, seed=3)[0] for n in (1, 2, 4, 8, 16)}
     assert rate >= max(fixed.values()), (rate, fixed)
 
@@ -211,6 +212,17 @@ def test_pauses_when_speculation_loses_and_probes_again_later() -> None:
     assert not p.paused and p.draft_length() > 0
     run_until_paused(p, losing)  # still losing: paused again, for twice as long
     assert "retrying in 64 tokens" in p.reason
+
+
+def test_a_clear_loss_pauses_after_a_few_steps_a_slight_one_after_the_warm_up() -> None:
+    clear = AdaptivePolicy(CostModel())
+    assert run_until_paused(clear, Pair(hopeless)) <= 6
+    # A cheap drafter that is never worth drafting from: each step only pays for keeping
+    # it in step (12 ms against an 80 ms plain step), a slight loss.
+    slight = AdaptivePolicy(CostModel())
+    steps = run_until_paused(slight, Pair(hopeless, t_decode=0.012))
+    assert 12 <= steps <= 20, steps
+    assert 0.8 <= float(slight.reason.split(": ")[1].split("x")[0]) < 0.97, slight.reason
 
 
 def test_recovers_when_the_text_becomes_predictable() -> None:
@@ -242,16 +254,16 @@ def test_a_new_conversation_starts_paused_where_the_pair_loses() -> None:
 def test_a_new_conversation_starts_from_the_pairs_calibration() -> None:
     cost = CostModel()
     overconfident = Pair(easy, accept=lambda c: 0.3)
-    run(AdaptivePolicy(cost, source="draft", warmup_steps=10**6), overconfident, 100)
+    run(AdaptivePolicy(cost, source="draft", **NEVER_PAUSE), overconfident, 100)
     assert cost.calibration_for("draft").q(0.97) < 0.5
-    second = AdaptivePolicy(cost, source="draft", warmup_steps=10**6)
+    second = AdaptivePolicy(cost, source="draft", **NEVER_PAUSE)
     _, lengths = run(second, overconfident, 20)
     assert max(lengths) <= 2  # it does not have to learn again that 0.97 means 0.3
 
 
 # -- drafters without a confidence (n-gram lookup alone) ------------------------------------
 def test_lookup_length_doubles_while_accepted_whole_and_falls_back_where_it_failed() -> None:
-    p = AdaptivePolicy(CostModel(), start=4, source="n-gram", confident=False, warmup_steps=10**6)
+    p = AdaptivePolicy(CostModel(), start=4, source="n-gram", confident=False, **NEVER_PAUSE)
     p.observe(0, 0, 0.0, 0.08, "")
     assert p.stop_rule() is None
     assert p.draft_length() == 4
