@@ -107,19 +107,32 @@ class LineFit:
             # Measured at this size: its own average, even from one pass, beats a line
             # drawn through other sizes (one slow pass elsewhere can tilt the line to 0).
             return self.points[size][0]
-        pts = [(b, t, min(n, 16)) for b, (t, n) in self.points.items()]
-        if not pts:
+        if not self.points:
             return None
-        if len({b for b, _, _ in pts}) < 2:
-            b0, t0, _ = pts[0]
+        line = self._line(1)
+        if line is None:
+            (b0, (t0, _)), = self.points.items()
             # One size seen: assume the cost grows mildly with the size (conservative on a CPU).
             return max(t0 * (1.0 + 0.08 * (size - b0)), 1e-6)
+        mb, mt, slope = line
+        return max(mt + slope * (size - mb), 1e-6)
+
+    def slope(self, min_size: int = 1) -> float | None:
+        """Seconds per unit of size, of the weighted line through the sizes >= ``min_size``;
+        None until two such sizes have been measured."""
+        line = self._line(min_size)
+        return line[2] if line is not None else None
+
+    def _line(self, min_size: int) -> tuple[float, float, float] | None:
+        """(mean size, mean seconds, slope >= 0), weighted by counts (capped at 16)."""
+        pts = [(b, t, min(n, 16)) for b, (t, n) in self.points.items() if b >= min_size]
+        if len(pts) < 2:
+            return None
         w = sum(n for _, _, n in pts)
         mb = sum(b * n for b, _, n in pts) / w
         mt = sum(t * n for _, t, n in pts) / w
         var = sum(n * (b - mb) ** 2 for b, _, n in pts)
-        slope = sum(n * (b - mb) * (t - mt) for b, t, n in pts) / var if var > 0 else 0.0
-        return max(mt + max(slope, 0.0) * (size - mb), 1e-6)
+        return mb, mt, max(0.0, sum(n * (b - mb) * (t - mt) for b, t, n in pts) / var)
 
 
 @dataclass
@@ -178,22 +191,16 @@ class StopRule:
         self._p = 1.0  # chance that every token kept so far is accepted
         self._q = 1.0  # the last kept token's chance: the guess for the next one
 
-    def _extra_verify(self, batch: int) -> float:
-        """Seconds that one more token adds to a verification batch of ``batch`` tokens."""
-        a = self.cost.t_verify(batch)
-        b = self.cost.t_verify(batch + 1)
-        return max(0.0, b - a) if a is not None and b is not None else 0.0
-
     def take(self, position: int, confidence: float) -> bool:
         q = self.calibration.q(confidence)
         p = self._p * q
-        if p < self.value * self._extra_verify(position + 1):
+        if p < self.value * self.cost.extra_verify(position + 1):
             return False
         self._p, self._q = p, q
         return True
 
     def look_further(self, position: int, decode_seconds: float) -> bool:
-        cost = decode_seconds + self._extra_verify(position + 2)
+        cost = decode_seconds + self.cost.extra_verify(position + 2)
         return self._p * self._q >= self.value * cost
 
 
@@ -204,9 +211,29 @@ class CostModel:
 
     verify: LineFit = field(default_factory=LineFit)
     calibration: dict[str, Calibration] = field(default_factory=dict)  # per drafter
-    # The latest measured (speed-up, acceptance rate) per drafter: a new conversation
-    # starts paused when the last ones showed that speculation does not pay here.
-    verdict: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # Per drafter, the latest measured (speed-up, acceptance rate) of each of the last
+    # few conversations: a new one starts paused when the last two both lost. One losing
+    # conversation says little (a story after code); two in a row say this machine or
+    # this kind of work does not pay.
+    verdicts: dict[str, deque[tuple[int, float, float]]] = field(default_factory=dict)
+    _conversations: int = 0
+
+    def new_conversation(self) -> int:
+        self._conversations += 1
+        return self._conversations
+
+    def record_verdict(self, source: str, conversation: int, gain: float, acceptance: float) -> None:
+        recent = self.verdicts.setdefault(source, deque(maxlen=2))
+        if recent and recent[-1][0] == conversation:
+            recent.pop()
+        recent.append((conversation, gain, acceptance))
+
+    def losing_verdict(self, source: str) -> tuple[float, float] | None:
+        """(speed-up, acceptance) of the last conversation when the last two lost; else None."""
+        recent = self.verdicts.get(source)
+        if recent is None or len(recent) < 2 or any(g >= 0.97 for _, g, _ in recent):
+            return None
+        return recent[-1][1], recent[-1][2]
 
     def calibration_for(self, source: str) -> Calibration:
         return self.calibration.setdefault(source, Calibration())
@@ -224,6 +251,23 @@ class CostModel:
             if size > batch and n >= 3:
                 t = min(t, avg)
         return t
+
+    def extra_verify(self, batch: int) -> float:
+        """Seconds that one more token adds to a verification batch of ``batch`` tokens.
+
+        From one token to two a CPU switches kernels (a jump, measured as such); past
+        two the cost grows about linearly, and the slope of a line through every
+        measured size is used: increments between single sizes are noisy, and one
+        slow pass at a size that then stops being drafted would otherwise stick.
+        """
+        t1 = self.t_verify(1)
+        if t1 is None:
+            return 0.0
+        if batch <= 1:
+            t2 = self.t_verify(2)
+            return max(0.0, t2 - t1) if t2 is not None else 0.0
+        slope = self.verify.slope(min_size=2)
+        return slope if slope is not None else 0.08 * t1
 
     def ready(self) -> bool:
         return 1 in self.verify.points
@@ -257,12 +301,14 @@ class AdaptivePolicy:
     _backoff: int = 1
     _reason: str = ""
     _next_plain: bool = True  # a plain step measures plain speed (first step, if not yet measured)
+    _conversation: int = 0
 
     def __post_init__(self) -> None:
         self._n = max(1, min(self.start, self.max_len))
         self._next_plain = not self.cost.ready()
-        verdict = self.cost.verdict.get(self.source)
-        if verdict is not None and verdict[0] < 0.97 and self.cost.ready():
+        self._conversation = self.cost.new_conversation()
+        verdict = self.cost.losing_verdict(self.source)
+        if verdict is not None and self.cost.ready():
             self._pause(*verdict)
 
     # -- policy -----------------------------------------------------------------------------
@@ -341,15 +387,23 @@ class AdaptivePolicy:
             self._spec_gain = self._rate * t1 if t1 is not None else None
         if self._steps % self.calibrate_every == 0:
             self._next_plain = True
-        if self._spec_gain is None or self._spec_steps < self.early_steps:
+        if self._spec_gain is None or t1 is None or self._spec_steps < self.early_steps:
             return
         if self._spec_steps < self.warmup_steps:
-            if self._spec_gain < self.early_gain:
-                self.cost.verdict[self.source] = (self._spec_gain, self._acc_rate or 0.0)
-                self._pause(self._spec_gain, self._acc_rate or 0.0)
+            # Early, and robust to one slow pass: a clear loss even without the slowest step.
+            slowest = max(self._window, key=lambda w: w[1])
+            rest = total_seconds - slowest[1]
+            without = (total_tokens - slowest[0]) / rest * t1 if rest > 0 else 0.0
+            if max(self._spec_gain, without) < self.early_gain:
+                self._judge(pause=True)
             return
-        self.cost.verdict[self.source] = (self._spec_gain, self._acc_rate or 0.0)
-        if self._spec_gain < 0.97:
-            self._pause(self._spec_gain, self._acc_rate or 0.0)
-        elif self._spec_gain >= 1.0:
+        self._judge(pause=self._spec_gain < 0.97)
+        if self._spec_gain >= 1.0:
             self._backoff = 1
+
+    def _judge(self, pause: bool) -> None:
+        """Leave this conversation's measured verdict for the next ones; pause if it lost."""
+        gain, acceptance = self._spec_gain or 0.0, self._acc_rate or 0.0
+        self.cost.record_verdict(self.source, self._conversation, gain, acceptance)
+        if pause:
+            self._pause(gain, acceptance)

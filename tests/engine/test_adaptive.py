@@ -225,6 +225,14 @@ def test_a_clear_loss_pauses_after_a_few_steps_a_slight_one_after_the_warm_up() 
     assert 0.8 <= float(slight.reason.split(": ")[1].split("x")[0]) < 0.97, slight.reason
 
 
+def test_one_slow_pass_early_on_does_not_pause_a_pair_that_pays() -> None:
+    p = AdaptivePolicy(CostModel())
+    p.observe(0, 0, 0.0, 0.08, "")
+    p.observe(2, 0, 0.04, 0.5, "draft", [0.9, 0.9])  # a busy moment: one pass six times too slow
+    run(p, Pair(easy), 10)
+    assert not p.paused
+
+
 def test_recovers_when_the_text_becomes_predictable() -> None:
     p = AdaptivePolicy(CostModel(), retry_tokens=16)
     run_until_paused(p, Pair(hopeless))
@@ -241,14 +249,24 @@ def test_does_not_pause_while_speculation_pays() -> None:
     assert not p.paused
 
 
-def test_a_new_conversation_starts_paused_where_the_pair_loses() -> None:
+def test_a_new_conversation_starts_paused_where_the_last_two_lost() -> None:
     cost = CostModel()
     first = AdaptivePolicy(cost, source="draft", retry_tokens=32)
     run_until_paused(first, Pair(hopeless))
+    # One losing conversation (a story after code) says little: the next one measures.
     second = AdaptivePolicy(cost, source="draft", retry_tokens=32)
-    assert second.paused and second.draft_length() == 0
-    assert "speculation paused" in second.reason
+    assert not second.paused
+    run_until_paused(second, Pair(hopeless))
+    # Two in a row: this machine or this kind of work does not pay; start paused.
+    third = AdaptivePolicy(cost, source="draft", retry_tokens=32)
+    assert third.paused and third.draft_length() == 0
+    assert "speculation paused" in third.reason
     assert not AdaptivePolicy(cost, source="another drafter").paused
+    # A conversation where speculation pays clears it.
+    for _ in range(32):
+        third.observe(0, 0, 0.0, 0.08, "")
+    run(third, Pair(easy), 30)
+    assert not AdaptivePolicy(cost, source="draft").paused
 
 
 def test_a_new_conversation_starts_from_the_pairs_calibration() -> None:
