@@ -94,24 +94,41 @@ def _ewma(old: float | None, new: float, alpha: float) -> float:
 
 @dataclass
 class LineFit:
-    """Seconds as a function of a size: per-size moving averages, and a weighted line between them."""
+    """Seconds as a function of a size: per size the median of the recent passes (a busy
+    moment only ever slows a pass down, and one slow pass must not stick), and a line
+    through the sizes for sizes not measured."""
 
-    points: dict[int, tuple[float, int]] = field(default_factory=dict)  # size -> (average, count)
+    keep: int = 9  # recent passes kept per size
+    samples: dict[int, deque[float]] = field(default_factory=dict)
+    counts: dict[int, int] = field(default_factory=dict)
+    _points: dict[int, tuple[float, int]] | None = None  # cache of ``points``
 
     def observe(self, size: int, seconds: float) -> None:
-        avg, n = self.points.get(size, (seconds, 0))
-        self.points[size] = (avg + (seconds - avg) / min(n + 1, 16), n + 1)
+        self.samples.setdefault(size, deque(maxlen=self.keep)).append(seconds)
+        self.counts[size] = self.counts.get(size, 0) + 1
+        self._points = None
+
+    @property
+    def points(self) -> dict[int, tuple[float, int]]:
+        """size -> (typical seconds: the lower median of the recent passes, passes seen)."""
+        if self._points is None:
+            self._points = {}
+            for size, recent in self.samples.items():
+                ordered = sorted(recent)
+                self._points[size] = (ordered[(len(ordered) - 1) // 2], self.counts[size])
+        return self._points
 
     def predict(self, size: int) -> float | None:
-        if size in self.points:
-            # Measured at this size: its own average, even from one pass, beats a line
-            # drawn through other sizes (one slow pass elsewhere can tilt the line to 0).
-            return self.points[size][0]
-        if not self.points:
+        points = self.points
+        if size in points:
+            # Measured at this size: its own passes, even one, beat a line drawn
+            # through other sizes (one slow pass elsewhere can tilt the line to 0).
+            return points[size][0]
+        if not points:
             return None
         line = self._line(1)
         if line is None:
-            (b0, (t0, _)), = self.points.items()
+            (b0, (t0, _)), = points.items()
             # One size seen: assume the cost grows mildly with the size (conservative on a CPU).
             return max(t0 * (1.0 + 0.08 * (size - b0)), 1e-6)
         mb, mt, slope = line
@@ -124,8 +141,8 @@ class LineFit:
         return line[2] if line is not None else None
 
     def _line(self, min_size: int) -> tuple[float, float, float] | None:
-        """(mean size, mean seconds, slope >= 0), weighted by counts (capped at 16)."""
-        pts = [(b, t, min(n, 16)) for b, (t, n) in self.points.items() if b >= min_size]
+        """(mean size, mean seconds, slope >= 0), weighted by passes (capped at ``keep``)."""
+        pts = [(b, t, min(n, self.keep)) for b, (t, n) in self.points.items() if b >= min_size]
         if len(pts) < 2:
             return None
         w = sum(n for _, _, n in pts)
@@ -264,6 +281,8 @@ class CostModel:
         if t1 is None:
             return 0.0
         if batch <= 1:
+            if self.verify.counts.get(2, 0) < 3:
+                return 0.0  # not measured enough yet: draft, and measure it
             t2 = self.t_verify(2)
             return max(0.0, t2 - t1) if t2 is not None else 0.0
         slope = self.verify.slope(min_size=2)
@@ -389,21 +408,24 @@ class AdaptivePolicy:
             self._next_plain = True
         if self._spec_gain is None or t1 is None or self._spec_steps < self.early_steps:
             return
+        # Judged robustly: one pass slowed by a busy moment, or one long draft rejected at
+        # its first token, must not pause speculation that pays; so the verdict is the
+        # better of the window's speed-up with and without its slowest step.
+        slowest = max(self._window, key=lambda w: w[1])
+        rest = total_seconds - slowest[1]
+        without = (total_tokens - slowest[0]) / rest * t1 if rest > 0 else 0.0
+        gain = max(self._spec_gain, without)
         if self._spec_steps < self.warmup_steps:
-            # Early, and robust to one slow pass: a clear loss even without the slowest step.
-            slowest = max(self._window, key=lambda w: w[1])
-            rest = total_seconds - slowest[1]
-            without = (total_tokens - slowest[0]) / rest * t1 if rest > 0 else 0.0
-            if max(self._spec_gain, without) < self.early_gain:
-                self._judge(pause=True)
+            if gain < self.early_gain:  # a clear loss needs less evidence
+                self._judge(gain, pause=True)
             return
-        self._judge(pause=self._spec_gain < 0.97)
-        if self._spec_gain >= 1.0:
+        self._judge(gain, pause=gain < 0.97)
+        if gain >= 1.0:
             self._backoff = 1
 
-    def _judge(self, pause: bool) -> None:
+    def _judge(self, gain: float, pause: bool) -> None:
         """Leave this conversation's measured verdict for the next ones; pause if it lost."""
-        gain, acceptance = self._spec_gain or 0.0, self._acc_rate or 0.0
+        acceptance = self._acc_rate or 0.0
         self.cost.record_verdict(self.source, self._conversation, gain, acceptance)
         if pause:
             self._pause(gain, acceptance)

@@ -169,9 +169,9 @@ def test_drafts_run_long_on_easy_text_and_not_at_all_on_hopeless_text() -> None:
     assert not p.paused
     hard = AdaptivePolicy(CostModel())
     _, lengths = run(hard, Pair(hopeless), 8)
-    # Before a draft has been verified a batch of two is priced by a guess; from then on
-    # nothing is worth drafting.
-    assert sum(lengths[1:3]) <= 1 and lengths[3:] == [0] * 5, lengths
+    # Until a batch of two has been measured three times, single tokens are drafted to
+    # measure it; from then on nothing is worth drafting.
+    assert sum(lengths[1:4]) <= 3 and lengths[4:] == [0] * 4, lengths
 
 
 def test_a_costly_verification_batch_means_shorter_drafts() -> None:
@@ -217,10 +217,10 @@ def test_pauses_when_speculation_loses_and_probes_again_later() -> None:
 def test_a_clear_loss_pauses_after_a_few_steps_a_slight_one_after_the_warm_up() -> None:
     clear = AdaptivePolicy(CostModel())
     assert run_until_paused(clear, Pair(hopeless)) <= 6
-    # A cheap drafter that is never worth drafting from: each step only pays for keeping
-    # it in step (12 ms against an 80 ms plain step), a slight loss.
+    # A drafter half as dear as the target's plain step, on prose: a slight loss (0.93x
+    # measured over 100 steps without pausing).
     slight = AdaptivePolicy(CostModel())
-    steps = run_until_paused(slight, Pair(hopeless, t_decode=0.012))
+    steps = run_until_paused(slight, Pair(mixed, t_decode=0.04))
     assert 12 <= steps <= 20, steps
     assert 0.8 <= float(slight.reason.split(": ")[1].split("x")[0]) < 0.97, slight.reason
 
