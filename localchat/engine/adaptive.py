@@ -164,6 +164,9 @@ class Calibration:
     bins: int = 20
     prior_weight: float = 4.0
     max_count: float = 200.0  # older evidence fades: a bin weighs at most this many tokens
+    # Where a bin starts: the confidence itself, or another calibration (a conversation's
+    # own starts from the pair's, and moves away from it as its evidence grows).
+    prior: Calibration | None = None
     _hits: list[float] = field(default_factory=list)
     _seen: list[float] = field(default_factory=list)
 
@@ -176,7 +179,8 @@ class Calibration:
 
     def q(self, conf: float) -> float:
         b = self._bin(conf)
-        return (self._hits[b] + self.prior_weight * conf) / (self._seen[b] + self.prior_weight)
+        start = self.prior.q(conf) if self.prior is not None else conf
+        return (self._hits[b] + self.prior_weight * start) / (self._seen[b] + self.prior_weight)
 
     def observe(self, confidence: Sequence[float], accepted: int) -> None:
         """Tokens before ``accepted`` were accepted, the one at ``accepted`` rejected; later ones unseen."""
@@ -321,8 +325,14 @@ class AdaptivePolicy:
     _reason: str = ""
     _next_plain: bool = True  # a plain step measures plain speed (first step, if not yet measured)
     _conversation: int = 0
+    # This conversation's calibration, starting from the pair's: a drafter can be
+    # confidently wrong on one kind of text (its own equally good variant of some code)
+    # and right on another; the conversation's evidence soon outweighs the pair's.
+    _calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self) -> None:
+        self._calibration = Calibration(prior=self.cost.calibration_for(self.source), prior_weight=8.0,
+                                        max_count=64.0)
         self._n = max(1, min(self.start, self.max_len))
         self._next_plain = not self.cost.ready()
         self._conversation = self.cost.new_conversation()
@@ -341,7 +351,7 @@ class AdaptivePolicy:
         if not self.confident or t1 is None:
             return None
         value = max(1.0 / t1, self._rate or 0.0)
-        return StopRule(self.cost, self.cost.calibration_for(self.source), value)
+        return StopRule(self.cost, self._calibration, value)
 
     @property
     def paused(self) -> bool:
@@ -380,6 +390,7 @@ class AdaptivePolicy:
         if drafted > 0:
             if confidence and source == self.source:
                 self.cost.calibration_for(source).observe(confidence, accepted)
+                self._calibration.observe(confidence, accepted)
             if not self.confident and source == self.source:
                 if accepted == drafted and drafted >= self._n:
                     self._n = min(self.max_len, 2 * self._n)
