@@ -28,6 +28,8 @@ def register(sub: Any) -> None:
     p.add_argument("--modes", default="off,draft,ngram",
                    help="comma-separated: off, draft, ngram, auto, adaptive; NAME:N fixes the draft "
                         "length (draft:8), e.g. off,draft:2,draft:4,draft:8,adaptive")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run every prompt in every mode this many times (averages out a busy machine)")
     p.add_argument("--json", type=Path, dest="json_path", help="write records and summary as JSON here")
     p.add_argument("--show-text", action="store_true", help="print each reply")
     p.set_defaults(func=run)
@@ -74,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         prompts = sel
     if not prompts:
         return fail("no prompts selected")
+    if args.repeat < 1:
+        return fail("--repeat must be 1 or more")
 
     def show(rec: Any, done: int, total: int) -> None:
         match = "" if rec.matches_off is None else ("same text" if rec.matches_off
@@ -91,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"target {Path(args.model).name} on {info.backend}, {info.n_threads} threads; "
                   f"drafter: {info.draft.name if info.draft else 'none'}"
                   f"{' (' + engine.draft_problem + ')' if engine.draft_problem else ''}", flush=True)
-            report = run_bench(engine, prompts, modes, args.max_tokens, on_record=show)
+            report = run_bench(engine, prompts, modes, args.max_tokens, on_record=show, repeat=args.repeat)
     except EngineError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:

@@ -239,8 +239,10 @@ def run_bench(
     on_record: Callable[[BenchRecord, int, int], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
     warmup: bool = True,
+    repeat: int = 1,
 ) -> BenchReport:
-    """Run each prompt in each mode; ``on_record(record, done, total)`` after each run."""
+    """Run each prompt in each mode, ``repeat`` times over; ``on_record(record, done, total)``
+    after each run. Repeating averages out a busy machine: a category's figures pool every run."""
     cancel = should_cancel or (lambda: False)
     report = BenchReport()
     greedy = SamplingParams(temperature=0.0)
@@ -250,10 +252,12 @@ def run_bench(
             engine.reset()
             engine.generate(GenerationRequest(messages=(ChatMessage("user", prompts[0].prompt),),
                                               max_tokens=8, sampling=greedy, speculation=mode.speculation))
-    total = len(prompts) * len(modes)
+    total = len(prompts) * len(modes) * max(1, repeat)
     done = 0
-    for i, bp in enumerate(prompts):
-        order = list(modes[i % len(modes):]) + list(modes[: i % len(modes)])
+    rounds = [(r, i, bp) for r in range(max(1, repeat)) for i, bp in enumerate(prompts)]
+    for r, i, bp in rounds:
+        shift = (i + r) % len(modes)  # each repetition starts a prompt from another mode
+        order = list(modes[shift:]) + list(modes[:shift])
         off_ids: tuple[int, ...] | None = None
         pending: list[BenchRecord] = []
         for mode in order:
@@ -263,7 +267,7 @@ def run_bench(
             # Each prompt is a new conversation: adaptive state does not carry from one to the next.
             req = GenerationRequest(messages=(ChatMessage("user", bp.prompt),), max_tokens=max_tokens,
                                     sampling=greedy, speculation=mode.speculation,
-                                    session=f"bench:{bp.id}:{mode.name}")
+                                    session=f"bench:{bp.id}:{mode.name}:{r}")
             res = engine.generate(req, should_cancel=cancel)
             if res.finish_reason is FinishReason.CANCELLED:
                 return report

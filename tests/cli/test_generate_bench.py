@@ -84,6 +84,26 @@ def test_bench_sweep_labels_each_length(tmp_path: Path, smollm2_path: Path) -> N
     assert modes == ["off", "draft:2", "draft:6"]
 
 
+def test_bench_repeat_runs_each_prompt_and_mode_again_and_pools_them(
+    tmp_path: Path, smollm2_path: Path
+) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "category": "code", "prompt": "Count from 1 to 10."}\n')
+    out = tmp_path / "r.json"
+    r = localchat("bench", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--prompts",
+                  str(prompts), "--modes", "off,adaptive", "--repeat", "2", "--max-tokens", "12",
+                  "--ctx", "512", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    report = json.loads(out.read_text())
+    assert sorted(rec["mode"] for rec in report["records"]) == ["adaptive", "adaptive", "off", "off"]
+    row = next(x for x in report["summary"] if x["category"] == "code" and x["mode"] == "off")
+    off = [rec for rec in report["records"] if rec["mode"] == "off"]
+    pooled = sum(rec["tokens"] for rec in off) / sum(rec["seconds"] for rec in off)
+    assert row["tokens_per_s"] == pytest.approx(pooled, rel=0.02)
+    bad = localchat("bench", "--model", str(smollm2_path), "--prompts", str(prompts), "--repeat", "0")
+    assert bad.returncode == 1 and "--repeat must be 1 or more" in bad.stderr
+
+
 def test_prompts_file_errors_name_the_line() -> None:
     with pytest.raises(BenchError, match="line 2: not valid JSON"):
         parse_prompts('{"prompt": "a"}\n{oops\n', "mine.jsonl")
