@@ -239,6 +239,30 @@ class CostModel:
     verdicts: dict[str, deque[tuple[int, float, float]]] = field(default_factory=dict)
     _conversations: int = 0
 
+    # Per drafter, seconds of drafting per drafted token (its passes and catching up).
+    draft_token_s: dict[str, float] = field(default_factory=dict)
+
+    def observe_draft(self, source: str, drafted: int, seconds: float) -> None:
+        if drafted > 0:
+            self.draft_token_s[source] = _ewma(self.draft_token_s.get(source), seconds / drafted, 0.1)
+
+    def best_case_gain(self, source: str) -> float | None:
+        """The speed-up over plain decoding of this machine's best draft length if the drafter were
+        as right as it is on its most confident tokens; None until measured. Below 1, speculation
+        cannot pay here whatever the text (a compute-bound target); above, it depends on the text."""
+        t1 = self.t_verify(1)
+        per_token = self.draft_token_s.get(source)
+        if t1 is None or per_token is None or len(self.verify.points) < 2:
+            return None
+        q = self.calibration_for(source).q(0.99)
+        best, expected = 0.0, 1.0
+        for k in range(1, MAX_DRAFT + 1):
+            expected += q**k
+            tv = self.t_verify(k + 1)
+            assert tv is not None
+            best = max(best, expected * t1 / (k * per_token + tv))
+        return best
+
     def new_conversation(self) -> int:
         self._conversations += 1
         return self._conversations
@@ -338,7 +362,12 @@ class AdaptivePolicy:
         self._conversation = self.cost.new_conversation()
         verdict = self.cost.losing_verdict(self.source)
         if verdict is not None and self.cost.ready():
-            self._pause(*verdict)
+            # The last two conversations lost. If that was the text (stories after code),
+            # this one measures for itself; if even the drafter's surest tokens cannot pay on
+            # this machine, it starts paused.
+            best = self.cost.best_case_gain(self.source) if self.confident else None
+            if best is None or best < 0.97:
+                self._pause(*verdict)
 
     # -- policy -----------------------------------------------------------------------------
     def draft_length(self) -> int:
@@ -389,6 +418,7 @@ class AdaptivePolicy:
         self._spec_steps += 1
         if drafted > 0:
             if confidence and source == self.source:
+                self.cost.observe_draft(source, drafted, draft_s)
                 self.cost.calibration_for(source).observe(confidence, accepted)
                 self._calibration.observe(confidence, accepted)
             if not self.confident and source == self.source:

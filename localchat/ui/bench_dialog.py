@@ -194,7 +194,7 @@ class BenchmarkDialog(QDialog):
         self.draft_tokens = QSpinBox(modes_box)
         self.draft_tokens.setRange(1, 16)
         self.draft_tokens.setValue(SpeculationConfig().draft_tokens)
-        self.draft_tokens.setToolTip("Draft length (the starting length for adaptive)")
+        self.draft_tokens.setToolTip("Draft length of the fixed-length modes (adaptive decides per token)")
         modes_layout = QVBoxLayout(modes_box)
         for c in (self.off_check, self.on_check, self.adaptive_check):
             modes_layout.addWidget(c)
