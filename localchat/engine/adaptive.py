@@ -101,12 +101,15 @@ class LineFit:
     keep: int = 9  # recent passes kept per size
     samples: dict[int, deque[float]] = field(default_factory=dict)
     counts: dict[int, int] = field(default_factory=dict)
-    _points: dict[int, tuple[float, int]] | None = None  # cache of ``points``
+    # Caches of ``points`` and of the lines through them (read for every draft token).
+    _points: dict[int, tuple[float, int]] | None = None
+    _lines: dict[int, tuple[float, float, float] | None] = field(default_factory=dict)
 
     def observe(self, size: int, seconds: float) -> None:
         self.samples.setdefault(size, deque(maxlen=self.keep)).append(seconds)
         self.counts[size] = self.counts.get(size, 0) + 1
         self._points = None
+        self._lines.clear()
 
     @property
     def points(self) -> dict[int, tuple[float, int]]:
@@ -142,6 +145,11 @@ class LineFit:
 
     def _line(self, min_size: int) -> tuple[float, float, float] | None:
         """(mean size, mean seconds, slope >= 0), weighted by passes (capped at ``keep``)."""
+        if min_size not in self._lines:
+            self._lines[min_size] = self._fit(min_size)
+        return self._lines[min_size]
+
+    def _fit(self, min_size: int) -> tuple[float, float, float] | None:
         pts = [(b, t, min(n, self.keep)) for b, (t, n) in self.points.items() if b >= min_size]
         if len(pts) < 2:
             return None
@@ -232,10 +240,10 @@ class CostModel:
 
     verify: LineFit = field(default_factory=LineFit)
     calibration: dict[str, Calibration] = field(default_factory=dict)  # per drafter
-    # Per drafter, the latest measured (speed-up, acceptance rate) of each of the last
-    # few conversations: a new one starts paused when the last two both lost. One losing
-    # conversation says little (a story after code); two in a row say this machine or
-    # this kind of work does not pay.
+    # Per drafter, the latest measured (speed-up, acceptance rate) of the last two
+    # conversations. A new one starts paused when both lost and even the drafter's
+    # surest tokens cannot pay here (``best_case_gain``): losing on stories says
+    # nothing about the code reply that follows.
     verdicts: dict[str, deque[tuple[int, float, float]]] = field(default_factory=dict)
     _conversations: int = 0
 
@@ -305,16 +313,16 @@ class CostModel:
         measured size is used: increments between single sizes are noisy, and one
         slow pass at a size that then stops being drafted would otherwise stick.
         """
-        t1 = self.t_verify(1)
-        if t1 is None:
-            return 0.0
         if batch <= 1:
             if self.verify.counts.get(2, 0) < 3:
                 return 0.0  # not measured enough yet: draft, and measure it
-            t2 = self.t_verify(2)
-            return max(0.0, t2 - t1) if t2 is not None else 0.0
+            t1, t2 = self.t_verify(1), self.t_verify(2)
+            return max(0.0, t2 - t1) if t1 is not None and t2 is not None else 0.0
         slope = self.verify.slope(min_size=2)
-        return slope if slope is not None else 0.08 * t1
+        if slope is not None:
+            return slope
+        t1 = self.t_verify(1)
+        return 0.08 * t1 if t1 is not None else 0.0
 
     def ready(self) -> bool:
         return 1 in self.verify.points
@@ -352,7 +360,7 @@ class AdaptivePolicy:
     # This conversation's calibration, starting from the pair's: a drafter can be
     # confidently wrong on one kind of text (its own equally good variant of some code)
     # and right on another; the conversation's evidence soon outweighs the pair's.
-    _calibration: Calibration = field(default_factory=Calibration)
+    _calibration: Calibration = field(init=False)
 
     def __post_init__(self) -> None:
         self._calibration = Calibration(prior=self.cost.calibration_for(self.source), prior_weight=8.0,
