@@ -72,35 +72,39 @@ def test_bench_runs_every_mode_and_writes_json(tmp_path: Path, smollm2_path: Pat
     assert data["peak_rss_mb"] > 50
 
 
-def test_bench_sweep_labels_each_length(tmp_path: Path, smollm2_path: Path) -> None:
+def count_prompt(tmp_path: Path) -> Path:
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"id": "a", "category": "code", "prompt": "Count from 1 to 10."}\n')
+    return prompts
+
+
+def bench_one_prompt(tmp_path: Path, model: Path, *args: str) -> dict:
+    """``localchat bench`` on one short prompt with ``model`` as target and drafter; its JSON report."""
     out = tmp_path / "r.json"
-    r = localchat("bench", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--prompts",
-                  str(prompts), "--modes", "off,draft", "--draft-tokens", "2,6", "--max-tokens", "12",
-                  "--ctx", "512", "--json", str(out))
+    r = localchat("bench", "--model", str(model), "--draft", str(model), "--prompts",
+                  str(count_prompt(tmp_path)), "--max-tokens", "12", "--ctx", "512", "--json", str(out),
+                  *args)
     assert r.returncode == 0, r.stderr
-    modes = [rec["mode"] for rec in json.loads(out.read_text())["records"]]
+    return json.loads(out.read_text())
+
+
+def test_bench_sweep_labels_each_length(tmp_path: Path, smollm2_path: Path) -> None:
+    report = bench_one_prompt(tmp_path, smollm2_path, "--modes", "off,draft", "--draft-tokens", "2,6")
+    modes = [rec["mode"] for rec in report["records"]]
     assert modes == ["off", "draft:2", "draft:6"]
 
 
 def test_bench_repeat_runs_each_prompt_and_mode_again_and_pools_them(
     tmp_path: Path, smollm2_path: Path
 ) -> None:
-    prompts = tmp_path / "p.jsonl"
-    prompts.write_text('{"id": "a", "category": "code", "prompt": "Count from 1 to 10."}\n')
-    out = tmp_path / "r.json"
-    r = localchat("bench", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--prompts",
-                  str(prompts), "--modes", "off,adaptive", "--repeat", "2", "--max-tokens", "12",
-                  "--ctx", "512", "--json", str(out))
-    assert r.returncode == 0, r.stderr
-    report = json.loads(out.read_text())
+    report = bench_one_prompt(tmp_path, smollm2_path, "--modes", "off,adaptive", "--repeat", "2")
     assert sorted(rec["mode"] for rec in report["records"]) == ["adaptive", "adaptive", "off", "off"]
     row = next(x for x in report["summary"] if x["category"] == "code" and x["mode"] == "off")
     off = [rec for rec in report["records"] if rec["mode"] == "off"]
     pooled = sum(rec["tokens"] for rec in off) / sum(rec["seconds"] for rec in off)
     assert row["tokens_per_s"] == pytest.approx(pooled, rel=0.02)
-    bad = localchat("bench", "--model", str(smollm2_path), "--prompts", str(prompts), "--repeat", "0")
+    bad = localchat("bench", "--model", str(smollm2_path), "--prompts", str(count_prompt(tmp_path)),
+                    "--repeat", "0")
     assert bad.returncode == 1 and "--repeat must be 1 or more" in bad.stderr
 
 
