@@ -305,21 +305,35 @@ class CombinedDrafter:
         rng: np.random.Generator,
         stop: StopRule | None = None,
     ) -> Draft:
+        # Lookup drafts cost nothing to make: while they are accepted whole (a reply
+        # that copies), each one goes twice as far, past the length chosen for the model.
+        # With a stop rule the model's length is open-ended, so lookup starts from its own.
+        start = min(n, self.LOOKUP_START) if stop is not None else n
         size, _ = self.ngram.match(tokens)
-        if size >= self.min_match:
+        matched = size >= self.min_match
+        if matched:
             if self.ngram_rate >= self.model_rate - 0.1 or self._passed_over >= self.RETRY_EVERY:
                 self._passed_over = 0
-                # Lookup drafts cost nothing to make: while they are accepted whole (a reply
-                # that copies), each one goes twice as far, past the length chosen for the model.
-                # With a stop rule the model's length is open-ended, so lookup starts from its own.
-                start = min(n, self.LOOKUP_START) if stop is not None else n
-                lookup_n = min(max(start, self._lookup_len), self.limit)
-                draft = self.ngram.propose(tokens, lookup_n, params, rng)
-                if len(draft.tokens) >= min(start, 2):
+                draft = self._lookup(tokens, start, params, rng)
+                if draft is not None:
                     return draft
             else:
                 self._passed_over += 1
-        return self.model.propose(tokens, n, params, rng, stop)
+        draft = self.model.propose(tokens, n, params, rng, stop)
+        if not draft.tokens and matched:
+            # The model found nothing worth drafting (its stop rule declined): a lookup
+            # draft costs only its verification, so it is better than a plain step.
+            lookup = self._lookup(tokens, start, params, rng)
+            if lookup is not None:
+                lookup.catch_up_seconds = draft.catch_up_seconds
+                return lookup
+        return draft
+
+    def _lookup(self, tokens: Sequence[int], start: int, params: SamplingParams,
+                rng: np.random.Generator) -> Draft | None:
+        lookup_n = min(max(start, self._lookup_len), self.limit)
+        draft = self.ngram.propose(tokens, lookup_n, params, rng)
+        return draft if len(draft.tokens) >= min(start, 2) else None
 
     def observe(self, source: str, drafted: int, accepted: int) -> None:
         if drafted <= 0:

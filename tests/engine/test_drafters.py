@@ -13,8 +13,9 @@ from localchat.engine.types import SamplingParams
 class ScriptedModel:
     name = "model"
 
-    def __init__(self) -> None:
+    def __init__(self, drafts: bool = True) -> None:
         self.calls = 0
+        self.drafts = drafts  # False: its stop rule declines every token
 
     def prefill(self, tokens: Sequence[int], should_cancel: object) -> None:
         pass
@@ -24,7 +25,7 @@ class ScriptedModel:
         stop: object = None,
     ) -> Draft:
         self.calls += 1
-        return Draft([7] * n, None, self.name)
+        return Draft([7] * n if self.drafts else [], None, self.name, catch_up_seconds=0.25)
 
     def close(self) -> None:
         pass
@@ -60,3 +61,21 @@ def test_a_new_reply_starts_from_the_priors() -> None:
     assert drafter.propose(context, 2, greedy, rng).source == "model"
     drafter.prefill(context, lambda: False)  # next reply
     assert drafter.propose(context, 2, greedy, rng).source == "n-gram"
+
+
+def test_lookup_stands_in_when_the_model_finds_nothing_worth_drafting() -> None:
+    text = list(range(100, 140))
+    context = [*text, *text[:5]]
+    model = ScriptedModel(drafts=False)
+    drafter = CombinedDrafter(model, NgramDrafter())  # type: ignore[arg-type]
+    drafter.prefill(context, lambda: False)
+    for _ in range(5):  # lookup lost the lead in this reply: the model is asked first
+        drafter.observe("n-gram", 4, 0)
+    greedy, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
+    draft = drafter.propose(context, 16, greedy, rng, stop=object())
+    assert model.calls == 1
+    assert draft.source == "n-gram" and draft.tokens == text[5:9]  # lookup's own start length
+    assert draft.catch_up_seconds == 0.25  # the model's catch-up stays accounted for
+    # Without a match there is nothing to stand in: the model's empty draft (a plain step).
+    other = [*text, 1, 2, 3]
+    assert drafter.propose(other, 16, greedy, rng, stop=object()).tokens == []
