@@ -177,7 +177,7 @@ def build_main_window(
     elif not last or not Path(last).is_file():
         window.show_welcome(True)
     if recovery is not None:
-        window.show_history_recovered(recovery.sentence)
+        window.show_history_recovered(recovery.headline, recovery.details)
     return AppParts(window, client, store, settings, list(settings.load_messages), session, recovery)
 
 

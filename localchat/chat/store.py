@@ -113,18 +113,25 @@ class Recovery:
     detail: str  # the store's own sentence about the file
 
     @property
-    def sentence(self) -> str:
+    def headline(self) -> str:
         if self.reason == "newer":
-            what = (
-                "Your chat history was written by a newer version of localchat, which this version "
-                "cannot read."
-            )
-            hint = "Open it with that newer version, or keep it until you update."
-        else:
-            what = "Your chat history could not be read: the file is damaged."
-            hint = "Nothing was deleted; a backup tool or an SQLite recovery program may get chats back."
-        kept = f"localchat started with an empty history. The old file was kept at {self.moved_to}."
-        return f"{what} {kept} {hint}"
+            return "Your chat history was written by a newer version of localchat, which this one can't read."
+        return "Your chat history could not be read: the file is damaged."
+
+    @property
+    def details(self) -> str:
+        hint = (
+            "Open it with the newer version, or keep it until you update."
+            if self.reason == "newer"
+            else "Nothing was deleted: a backup, or an SQLite recovery tool, may get the chats back."
+        )
+        kept = f"localchat started with an empty history. The old file was kept at:\n{self.moved_to}"
+        return f"{kept}\n\n{hint}"
+
+    @property
+    def sentence(self) -> str:
+        """Headline and details as one text (for the log and the command line)."""
+        return f"{self.headline} {self.details}".replace("\n\n", " ").replace(":\n", ": ")
 
 
 def default_data_dir() -> Path:
@@ -203,7 +210,7 @@ class ConversationStore:
         except (DamagedHistoryError, NewerHistoryError) as exc:
             reason = "newer" if isinstance(exc, NewerHistoryError) else "damaged"
             moved = _move_aside(target, reason)
-            log.warning("%s; moved it to %s and started an empty history", exc, moved)
+            log.warning("%s Moved it to %s and started an empty history.", exc, moved)
             return cls(target), Recovery(reason, moved, str(exc))
 
     def close(self) -> None:

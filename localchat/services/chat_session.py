@@ -197,11 +197,16 @@ class ChatSession(QObject):
         return self._store.search(search) if search.strip() else self._store.list_conversations()
 
     def messages(self, conversation_id: int) -> list[ShownMessage]:
-        """The user and assistant messages of a conversation, as the chat view shows them."""
+        """The user and assistant messages of a conversation, as the chat view shows them.
+
+        The reply being written is left out: its saved copy lags behind the text
+        the view streams (``reply_text``).
+        """
+        live = self._reply.message_id if self._reply is not None else None
         return [
             _shown(m)
             for m in self._store.messages(conversation_id)
-            if m.role in ("user", "assistant") and (m.role == "user" or m.content.strip())
+            if m.role in ("user", "assistant") and (m.role == "user" or m.content.strip()) and m.id != live
         ]
 
     def system_prompt(self, conversation_id: int | None = None) -> str:

@@ -228,9 +228,10 @@ class MainWindow(QMainWindow):
         if page is not None:
             self.pages.setCurrentWidget(page)
 
-    def show_history_recovered(self, sentence: str) -> None:
+    def show_history_recovered(self, headline: str, details: str) -> None:
         """Say, in a dialog that does not block, that the chat history was set aside and where it is."""
-        box = QMessageBox(QMessageBox.Icon.Warning, "Chat history set aside", sentence, parent=self)
+        box = QMessageBox(QMessageBox.Icon.Warning, "Chat history set aside", headline, parent=self)
+        box.setInformativeText(details)
         box.setObjectName("history_dialog")
         box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.history_dialog = box

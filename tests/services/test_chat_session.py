@@ -282,3 +282,16 @@ def test_real_model_reply_is_stored_with_its_statistics(
         assert settings.get("last_model_path") == str(smollm2_path)
     finally:
         engine.shutdown()
+
+
+def test_the_reply_being_written_is_shown_once(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    session.send("Count")
+    engine.stream("one two")
+    cid = session.current_id
+    assert cid is not None and stored(store, session)[-1] == ("assistant", "one two", False)
+    assert [m.content for m in session.messages(cid)] == ["Count"]  # the live reply comes from reply_text
+    assert session.reply_conversation_id == cid and session.reply_text[0] == "one two"
+    engine.finish()
+    assert [m.content for m in session.messages(cid)] == ["Count", "one two"]

@@ -235,7 +235,9 @@ def test_a_damaged_history_opens_the_app_with_a_dialog(qtbot, tmp_path: Path) ->
     assert parts.recovery is not None
     dialog = parts.window.history_dialog
     assert dialog is not None and dialog.isVisible()
-    assert str(parts.recovery.moved_to) in dialog.text() and "empty history" in dialog.text()
+    assert dialog.text() == "Your chat history could not be read: the file is damaged."
+    assert str(parts.recovery.moved_to) in dialog.informativeText()
+    assert "empty history" in dialog.informativeText()
     assert parts.recovery.moved_to.read_bytes() == b"this is not a database" * 1000
     assert parts.window.sidebar.titles() == []
     engine = loaded(parts, tmp_path)
