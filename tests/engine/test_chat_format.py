@@ -115,3 +115,17 @@ def test_a_message_too_long_alone_is_refused(formatter: ChatFormatter) -> None:
     msgs = [*chat(11)[:-1], ChatMessage("user", "apples and oranges " * 2000)]
     with pytest.raises(ContextOverflowError, match="context window holds 1024"):
         formatter.fit(msgs, N_CTX, RESERVE)
+
+
+def test_engine_stops_a_reply_cancelled_while_its_prompt_is_fitted(smollm2_path: Path) -> None:
+    from localchat.engine.engine import Engine
+    from localchat.engine.types import EngineConfig, FinishReason, GenerationRequest, SpeculationConfig
+
+    with Engine(EngineConfig(str(smollm2_path), n_ctx=N_CTX)) as eng:
+        request = GenerationRequest(
+            messages=tuple(chat(401)), max_tokens=16, speculation=SpeculationConfig(enabled=False)
+        )
+        result = eng.generate(request, should_cancel=lambda: True)
+        assert result.finish_reason is FinishReason.CANCELLED
+        assert result.text == "" and result.stats.generated_tokens == 0
+        assert eng.generate(request).dropped_messages > 0  # the next reply is not affected
