@@ -39,7 +39,14 @@ from typing import Any, Protocol, cast
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from localchat.chat import ChatStoreError, Conversation, ConversationStore, Message, prompt_turns
+from localchat.chat import (
+    ChatStoreError,
+    Conversation,
+    ConversationStore,
+    Message,
+    NotFoundError,
+    prompt_turns,
+)
 from localchat.engine.stats import GenerationStats
 from localchat.engine.textruns import concat_runs, valid_runs
 from localchat.engine.types import (
@@ -357,6 +364,9 @@ class ChatSession(QObject):
                 reply.message_id = row.id
             else:
                 self._store.update_message(reply.message_id, content=reply.text)
+        except NotFoundError:
+            reply.save_problem = ""  # the user deleted the chat while its reply was being written
+            return
         except ChatStoreError as exc:
             log.warning("could not save the streamed reply: %s", exc)
             reply.save_problem = str(exc)
@@ -388,6 +398,8 @@ class ChatSession(QObject):
                 self._store.add_message(
                     reply.conversation_id, "assistant", reply.text, stats=stats, complete=complete
                 )
+        except NotFoundError:
+            return ""  # the user deleted the chat while its reply was being written
         except ChatStoreError as exc:
             log.warning("could not save the reply: %s", exc)
             return str(exc)

@@ -295,3 +295,25 @@ def test_the_reply_being_written_is_shown_once(
     assert session.reply_conversation_id == cid and session.reply_text[0] == "one two"
     engine.finish()
     assert [m.content for m in session.messages(cid)] == ["Count", "one two"]
+
+
+def test_deleting_the_chat_while_its_reply_streams_says_nothing_odd(
+    store: ConversationStore, settings: SettingsService
+) -> None:
+    class SlowToCancel(FakeEngine):
+        def cancel(self) -> None:  # the real engine answers a cancel later, not at once
+            self.cancelled += 1
+
+    engine = SlowToCancel()
+    s = ChatSession(store, engine, settings)
+    s.load_model(EngineConfig("/models/fake.gguf"))
+    ends: list[ReplyEnd] = []
+    s.reply_finished.connect(ends.append)
+    s.send("Count")
+    engine.stream("one ")
+    cid = s.current_id
+    assert cid is not None and s.delete(cid)
+    engine.stream("two ")
+    engine.finish(FinishReason.CANCELLED)
+    assert engine.cancelled == 1 and ends[-1].sentence == ""
+    assert store.list_conversations() == []
