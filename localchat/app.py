@@ -21,8 +21,8 @@ import psutil
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QApplication
 
-from localchat.chat import ConversationStore
-from localchat.services import SettingsService
+from localchat.chat import ConversationStore, Recovery
+from localchat.services import ChatSession, SettingsService
 from localchat.settings import SettingsFile
 from localchat.ui.main_window import MainWindow
 
@@ -40,6 +40,8 @@ class AppParts:
     store: ConversationStore
     settings: SettingsService
     messages: list[str]  # sentences about the settings file, shown once
+    session: ChatSession
+    recovery: Recovery | None = None  # the chat history on disk was unreadable and set aside
 
 
 def _memory_probe(engine: QObject) -> Callable[[], int | None]:
@@ -160,9 +162,11 @@ def build_main_window(
         log.warning("settings: %s", message)
     default_data = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
     data = Path(data_dir) if data_dir is not None else default_data
-    store = ConversationStore(data / "chats.sqlite3")
+    store, recovery = ConversationStore.open_or_recover(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
-    window = MainWindow(store, client, settings, memory_probe=_memory_probe(client), max_tokens=max_tokens)
+    session = ChatSession(store, client, settings, max_tokens=max_tokens)
+    window = MainWindow(session, settings, memory_probe=_memory_probe(client))
+    session.setParent(window)
     ModelsWiring(window, settings, _make_downloader(settings, window))
     if settings.load_messages:
         window.show_notice(" ".join(settings.load_messages))
@@ -172,7 +176,9 @@ def build_main_window(
         window.load_model(last, draft if draft and Path(draft).is_file() else None)
     elif not last or not Path(last).is_file():
         window.show_welcome(True)
-    return AppParts(window, client, store, settings, list(settings.load_messages))
+    if recovery is not None:
+        window.show_history_recovered(recovery.headline, recovery.details)
+    return AppParts(window, client, store, settings, list(settings.load_messages), session, recovery)
 
 
 def setup_logging(log_dir: Path | None = None) -> Path:

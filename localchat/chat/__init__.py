@@ -5,6 +5,7 @@ Public API::
     from localchat.chat import ConversationStore, prompt_turns
 
     store = ConversationStore()                 # or ConversationStore(tmp_path / "chats.sqlite3")
+    store, recovery = ConversationStore.open_or_recover(path)  # a damaged file is moved aside
     conv = store.create("New chat")
     store.add_message(conv.id, "user", "Hello")
     reply = store.add_message(conv.id, "assistant", "", complete=False)
@@ -22,8 +23,12 @@ from localchat.chat.store import (
     ChatStoreError,
     Conversation,
     ConversationStore,
+    DamagedHistoryError,
     Message,
+    NewerHistoryError,
     NotFoundError,
+    Recovery,
+    StoreWriteError,
     default_data_dir,
     default_path,
 )
@@ -32,9 +37,13 @@ __all__ = [
     "ChatStoreError",
     "Conversation",
     "ConversationStore",
+    "DamagedHistoryError",
     "Message",
+    "NewerHistoryError",
     "NotFoundError",
     "PromptTurn",
+    "Recovery",
+    "StoreWriteError",
     "default_data_dir",
     "default_path",
     "prompt_turns",

@@ -8,14 +8,24 @@ is NORMAL: in WAL mode that is durable against a crashed or killed process
 commits, and it keeps each write well under the GUI thread's 50 ms budget.
 
 The store is pure Python and used from one thread (the GUI thread, through
-services.ChatService); it knows nothing about the engine: a message's stats
+services.ChatSession); it knows nothing about the engine: a message's stats
 are a JSON object the services layer fills in.
+
+The file holds what people wrote, so on POSIX it is created readable by its
+owner only (0600; SQLite gives its -wal and -shm files the same mode). A file
+that cannot be read as a chat history (truncated, garbage, or written by a
+newer localchat) raises ``DamagedHistoryError``/``NewerHistoryError`` at
+open; ``open_or_recover`` moves such a file aside and starts an empty
+history, so the app opens anyway and can say where the old file went. A
+write that fails because the disk is full or another process holds the
+database past the busy timeout raises ``StoreWriteError`` with a sentence.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -65,6 +75,65 @@ class NotFoundError(ChatStoreError):
     """No conversation or message with that id."""
 
 
+class DamagedHistoryError(ChatStoreError):
+    """The file is not a readable chat history (truncated, overwritten, or not SQLite at all)."""
+
+
+class NewerHistoryError(ChatStoreError):
+    """The file was written by a newer localchat whose schema this version does not know."""
+
+
+class StoreWriteError(ChatStoreError):
+    """A write failed (disk full, database locked by another process); the message says which."""
+
+
+BUSY_TIMEOUT_MS = 2000
+
+
+def write_error_sentence(exc: sqlite3.Error) -> str:
+    """What a failed write means for the user, in one sentence."""
+    text = str(exc).lower()
+    if "full" in text:
+        reason = "the disk is full"
+    elif "locked" in text or "busy" in text:
+        reason = "the chat history is in use by another localchat"
+    elif "readonly" in text or "read-only" in text:
+        reason = "the chat history file is read-only"
+    else:
+        reason = f"the chat history could not be written ({exc})"
+    return f"Could not save the chat: {reason}."
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """Why the history on disk was set aside at start, and where it now is."""
+
+    reason: str  # "damaged" | "newer"
+    moved_to: Path
+    detail: str  # the store's own sentence about the file
+
+    @property
+    def headline(self) -> str:
+        if self.reason == "newer":
+            return "Your chat history was written by a newer version of localchat, which this one can't read."
+        return "Your chat history could not be read: the file is damaged."
+
+    @property
+    def details(self) -> str:
+        hint = (
+            "Open it with the newer version, or keep it until you update."
+            if self.reason == "newer"
+            else "Nothing was deleted: a backup, or an SQLite recovery tool, may get the chats back."
+        )
+        kept = f"localchat started with an empty history. The old file was kept at:\n{self.moved_to}"
+        return f"{kept}\n\n{hint}"
+
+    @property
+    def sentence(self) -> str:
+        """Headline and details as one text (for the log and the command line)."""
+        return f"{self.headline} {self.details}".replace("\n\n", " ").replace(":\n", ": ")
+
+
 def default_data_dir() -> Path:
     """The platform's data folder for localchat (e.g. ~/.local/share/localchat)."""
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
@@ -99,17 +168,50 @@ class ConversationStore:
 
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+        _create_private(self.path)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ChatStoreError(f"The chat history at {self.path} could not be opened ({exc}).") from exc
+        try:
             self._db.row_factory = sqlite3.Row
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.execute("PRAGMA busy_timeout=2000")
+            self._check_readable()
             self._migrate()
+        except ChatStoreError:
+            self._db.close()
+            raise
+        except sqlite3.OperationalError as exc:
+            self._db.close()
+            if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+                raise StoreWriteError(
+                    f"The chat history at {self.path} is in use by another localchat."
+                ) from exc
+            raise DamagedHistoryError(f"The chat history at {self.path} is damaged ({exc}).") from exc
         except sqlite3.DatabaseError as exc:
-            raise ChatStoreError(f"The chat history at {self.path} could not be opened ({exc}).") from exc
+            self._db.close()
+            raise DamagedHistoryError(f"The chat history at {self.path} is damaged ({exc}).") from exc
+
+    @classmethod
+    def open_or_recover(cls, path: Path | str | None = None) -> tuple[ConversationStore, Recovery | None]:
+        """Open the history; a damaged or newer one is moved aside and an empty one started.
+
+        The moved file keeps its name with ``.damaged-<time>`` (or ``.newer-<time>``) added,
+        never replacing an earlier one; its -wal and -shm files go with it.
+        """
+        target = Path(path) if path is not None else default_path()
+        try:
+            return cls(target), None
+        except (DamagedHistoryError, NewerHistoryError) as exc:
+            reason = "newer" if isinstance(exc, NewerHistoryError) else "damaged"
+            moved = _move_aside(target, reason)
+            log.warning("%s Moved it to %s and started an empty history.", exc, moved)
+            return cls(target), Recovery(reason, moved, str(exc))
 
     def close(self) -> None:
         self._db.close()
@@ -262,15 +364,36 @@ class ConversationStore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One transaction, committed on return: the unit that survives a kill -9."""
-        self._db.execute("BEGIN IMMEDIATE")
+        """One transaction, committed on return: the unit that survives a kill -9.
+
+        A full disk or a lock held past the busy timeout becomes StoreWriteError with a sentence.
+        """
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreWriteError(write_error_sentence(exc)) from exc
         try:
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
+        except BaseException as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreWriteError(write_error_sentence(exc)) from exc
             raise
         else:
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreWriteError(write_error_sentence(exc)) from exc
+
+    def _check_readable(self) -> None:
+        """Refuse a file SQLite can open but not read (a truncated or overwritten history)."""
+        rows = self._db.execute("PRAGMA quick_check").fetchall()
+        problems = [str(r[0]) for r in rows if str(r[0]).lower() != "ok"]
+        if problems:
+            raise DamagedHistoryError(f"The chat history at {self.path} is damaged ({problems[0]}).")
 
     def _touch(self, db: sqlite3.Connection, conversation_id: int, now: float) -> None:
         cur = db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
@@ -291,11 +414,45 @@ class ConversationStore:
     def _migrate(self) -> None:
         version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
         if version > SCHEMA_VERSION:
-            raise ChatStoreError(
+            raise NewerHistoryError(
                 f"The chat history at {self.path} was written by a newer localchat (schema {version})."
             )
         if version < SCHEMA_VERSION:
             self._db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+
+
+def _create_private(path: Path) -> None:
+    """Create the file readable by its owner only (POSIX), and tighten one made before that rule."""
+    if os.name != "posix":
+        return  # on Windows the per-user profile folder already keeps other users out
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+    elif path.stat().st_mode & 0o077:
+        try:
+            os.chmod(path, 0o600)
+        except OSError:
+            log.warning("could not make %s private", path, exc_info=True)
+
+
+def _move_aside(path: Path, reason: str) -> Path:
+    """Rename ``path`` (and its -wal/-shm) to ``<name>.<reason>-<time>``, never over an earlier one."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = path.with_name(f"{path.name}.{reason}-{stamp}")
+    moved = base
+    n = 1
+    while moved.exists():
+        moved = base.with_name(f"{base.name}-{n}")
+        n += 1
+    path.replace(moved)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            try:
+                side.replace(moved.with_name(moved.name + suffix))
+            except OSError:
+                log.warning("could not move %s aside", side, exc_info=True)
+    return moved
 
 
 def _dump_stats(stats: JsonObject | None) -> str | None:

@@ -3,12 +3,14 @@
 The template is rendered with llama-cpp-python's Jinja2 formatter (the one its
 own chat API uses). A chat that does not fit loses its oldest turns, never the
 system prompt and never the newest user message; a message that cannot fit
-even alone is refused with a sentence that says how long it is.
+even alone is refused with a sentence that says how long it is. Fitting is
+linear in the chat's length (each message is tokenised once; the whole prompt
+is rendered a few times, not once per dropped turn) and can be cancelled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,30 +62,111 @@ class ChatFormatter:
         result = self._formatter(messages=_as_dicts(messages))
         return str(result.prompt)
 
-    def fit(self, messages: Sequence[ChatMessage], n_ctx: int, reserve: int) -> FormattedPrompt:
-        """Format ``messages``, dropping the oldest turns until the prompt leaves ``reserve`` tokens free."""
+    def fit(
+        self,
+        messages: Sequence[ChatMessage],
+        n_ctx: int,
+        reserve: int,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> FormattedPrompt:
+        """Format ``messages``, dropping the oldest turns until the prompt leaves ``reserve`` tokens free.
+
+        Linear in the chat's length: each message's text is tokenised once, the
+        first message to keep is estimated from those sizes (anchored on the real
+        length of the whole prompt), and a handful of full renders confirm it and
+        find the exact first turn that fits (the fewest dropped, as if one turn
+        were dropped at a time). ``should_cancel`` is checked between steps; a
+        true answer raises ``FitCancelled``.
+        """
         msgs = list(messages)
         if not msgs:
             raise ContextOverflowError("There is no message to answer.")
+        cancel = should_cancel or _never
         system = [m for m in msgs[:1] if m.role == "system"]
         rest = msgs[len(system) :]
-        dropped = 0
         limit = n_ctx - reserve
-        while True:
-            tokens, stops = self.tokens_for(system + rest)
-            if len(tokens) <= limit:
-                return FormattedPrompt(tokens, dropped, stops)
-            if len(rest) <= 1:
+        tokens, stops = self.tokens_for(system + rest)
+        if len(tokens) <= limit:
+            return FormattedPrompt(tokens, 0, stops)
+        starts = _turn_starts(rest)
+        if len(starts) == 1:
+            raise _overflow(len(tokens), n_ctx, reserve)
+        # What dropping the first k messages saves: their own tokens plus the template's share of each.
+        sizes = []
+        for m in rest:
+            if cancel():
+                raise FitCancelled()
+            sizes.append(len(self.model.tokenize(m.content, add_special=False, parse_special=False)))
+        framing = max(0, len(tokens) - sum(sizes)) // len(system + rest)
+        saved = [0]
+        for size in sizes:
+            saved.append(saved[-1] + size + framing)
+
+        measured: dict[int, tuple[list[int], tuple[str, ...]]] = {0: (tokens, stops)}
+
+        def render(j: int) -> int:
+            if cancel():
+                raise FitCancelled()
+            if j not in measured:
+                measured[j] = self.tokens_for(system + rest[starts[j] :])
+            return len(measured[j][0])
+
+        def estimate(k: int) -> int:
+            # anchored on the nearest start whose real length is known, so estimation errors stay local
+            anchor = min(measured, key=lambda j: abs(j - k))
+            return len(measured[anchor][0]) + saved[starts[anchor]] - saved[starts[k]]
+
+        last = len(starts) - 1
+        lo, found = 0, None  # starts[lo] is known not to fit; starts[found] is known to fit
+        for _ in range(4):
+            upper = found if found is not None else last + 1
+            if upper - lo <= 1:
                 break
-            # Drop the oldest turn: a user message and the assistant reply after it.
-            cut = 2 if len(rest) > 2 and rest[0].role == "user" and rest[1].role == "assistant" else 1
-            rest = rest[cut:]
-            dropped += cut
-        raise ContextOverflowError(
-            f"This message needs {len(tokens)} tokens but the context window holds {n_ctx}, "
-            f"with {reserve} kept free for the reply. Shorten the message or the system prompt, "
-            "or raise the context length in Settings."
-        )
+            j = next((k for k in range(lo + 1, upper) if estimate(k) <= limit), upper - 1)
+            if render(j) <= limit:
+                found = j
+            else:
+                lo = j
+        if found is None:
+            if render(last) > limit:
+                raise _overflow(len(measured[last][0]), n_ctx, reserve)
+            found = last
+        # Whatever the estimates missed: the smallest fitting start lies in (lo, found].
+        while found - lo > 1:
+            mid = (lo + found) // 2
+            if render(mid) <= limit:
+                found = mid
+            else:
+                lo = mid
+        tokens, stops = measured[found]
+        return FormattedPrompt(tokens, starts[found], stops)
+
+
+class FitCancelled(Exception):
+    """The reply was cancelled while its prompt was being fitted into the context."""
+
+
+def _never() -> bool:
+    return False
+
+
+def _turn_starts(rest: Sequence[ChatMessage]) -> list[int]:
+    """Where the kept part of the chat may begin: the oldest turn goes as a user+assistant pair."""
+    starts = [0]
+    i = 0
+    while len(rest) - i > 1:
+        pair = len(rest) - i > 2 and rest[i].role == "user" and rest[i + 1].role == "assistant"
+        i += 2 if pair else 1
+        starts.append(i)
+    return starts
+
+
+def _overflow(needed: int, n_ctx: int, reserve: int) -> ContextOverflowError:
+    return ContextOverflowError(
+        f"This message needs {needed} tokens but the context window holds {n_ctx}, "
+        f"with {reserve} kept free for the reply. Shorten the message or the system prompt, "
+        "or raise the context length in Settings."
+    )
 
 
 def _as_dicts(messages: Sequence[ChatMessage]) -> Any:

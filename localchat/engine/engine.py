@@ -15,7 +15,7 @@ from pathlib import Path
 
 from localchat.engine.adaptive import AdaptivePolicy, CostModel, DraftPolicy, FixedPolicy
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
-from localchat.engine.chat_format import ChatFormatter
+from localchat.engine.chat_format import ChatFormatter, FitCancelled
 from localchat.engine.compat import check_compatible
 from localchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
@@ -162,8 +162,10 @@ class Engine:
         return policy
 
     # -- generation -------------------------------------------------------------------
-    def prompt_tokens(self, request: GenerationRequest) -> tuple[list[int], int, tuple[str, ...]]:
-        """(tokens, dropped messages, template stop strings) for a request."""
+    def prompt_tokens(
+        self, request: GenerationRequest, should_cancel: Callable[[], bool] | None = None
+    ) -> tuple[list[int], int, tuple[str, ...]]:
+        """(tokens, dropped messages, template stop strings) for a request; FitCancelled on cancel."""
         reserve = max(1, min(request.max_tokens, self.target.n_ctx // 4))
         if request.prompt is not None:
             tokens = self.target_model.tokenize(request.prompt, add_special=self.target_model.add_bos())
@@ -173,7 +175,7 @@ class Engine:
                     f"{self.target.n_ctx}, with {reserve} kept free for the reply."
                 )
             return tokens, 0, ()
-        fitted = self.formatter.fit(request.messages, self.target.n_ctx, reserve)
+        fitted = self.formatter.fit(request.messages, self.target.n_ctx, reserve, should_cancel)
         return fitted.tokens, fitted.dropped_messages, fitted.stop
 
     def generate(
@@ -183,7 +185,11 @@ class Engine:
         should_cancel: Callable[[], bool] | None = None,
     ) -> GenerationResult:
         cancel = should_cancel or _never
-        tokens, dropped, template_stops = self.prompt_tokens(request)
+        try:
+            tokens, dropped, template_stops = self.prompt_tokens(request, cancel)
+        except FitCancelled:
+            off = SpeculationState(active=False, drafter="off", reason="stopped before the reply began")
+            return GenerationResult("", FinishReason.CANCELLED, StatsRecorder().snapshot(), off)
         drafter, spec_state = self._choose_drafter(request.speculation)
         policy = self._policy(request, drafter)
         rec = StatsRecorder()

@@ -1,22 +1,19 @@
 """The main window: conversations on the left, the chat in the middle, the status bar below.
 
-The window owns no background work. It asks the engine client to load and to
-generate and reacts to the client's signals; it asks the chat store to keep
-each message as soon as it is complete (and a partial reply when the user
-stops or the engine dies), so a crash of either process loses nothing
-already shown.
+The window is layout and slots. The conversation's life (send, regenerate,
+edit, stop, what is stored and when, the engine's restart after a crash)
+belongs to services.ChatSession; the window asks it and shows what its
+signals say.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from PySide6.QtCore import QByteArray, QObject, Qt, Signal
+from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -24,6 +21,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMainWindow,
+    QMessageBox,
     QPushButton,
     QSplitter,
     QStackedWidget,
@@ -31,22 +29,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from localchat.engine.stats import GenerationStats
-from localchat.engine.textruns import concat_runs, valid_runs
-from localchat.engine.types import (
-    ChatMessage,
-    EngineConfig,
-    EngineInfo,
-    FinishReason,
-    GenerationRequest,
-    GenerationResult,
-    TokenEvent,
-)
+from localchat.engine.types import EngineInfo, FinishReason, TokenEvent
+from localchat.services.chat_session import ChatSession, ReplyEnd, ShownMessage
+from localchat.services.requests import build_engine_config
 from localchat.settings import OPTIONS
 from localchat.ui import formatting
 from localchat.ui.chat_view import ChatView, DisplayMessage
 from localchat.ui.composer import Composer
-from localchat.ui.requests import build_engine_config, build_request
 from localchat.ui.settings_dialog import SettingsDialog
 from localchat.ui.sidebar import ConversationItem, ConversationSidebar
 from localchat.ui.status_bar import SpeculationStatusBar
@@ -60,14 +49,6 @@ STARTER_DESCRIPTION = (
 )
 
 
-class EngineClientLike(Protocol):
-    """What the window needs from services.EngineClient (signals are read off the object)."""
-
-    def load(self, config: EngineConfig) -> None: ...
-    def generate(self, request: GenerationRequest) -> None: ...
-    def cancel(self) -> None: ...
-
-
 class SettingsLike(Protocol):
     """services.SettingsService: get/set/set_many plus the changed and save_failed signals."""
 
@@ -76,46 +57,27 @@ class SettingsLike(Protocol):
     def set_many(self, values: dict[str, object]) -> Any: ...
 
 
-@dataclass
-class _Reply:
-    """The reply being written: which chat it belongs to and the text so far."""
-
-    conversation_id: object
-    text: str = ""
-    drafted: tuple[int, ...] = ()  # which characters came from accepted drafts
-
-
 class MainWindow(QMainWindow):
-    """Chat window. ``store``, ``engine`` and ``settings`` are passed in by app.py."""
+    """Chat window. ``session`` and ``settings`` are passed in by app.py."""
 
     model_manager_requested = Signal()
     starter_requested = Signal()
 
     def __init__(
         self,
-        store: Any,
-        engine: QObject,
+        session: ChatSession,
         settings: SettingsLike,
         *,
         memory_probe: Callable[[], int | None] | None = None,
-        max_tokens: int = 1024,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("main_window")
         self.setWindowTitle("localchat")
-        self._store = store
-        self._engine: Any = engine
+        self.session = session
         self._settings = settings
-        self._max_tokens = max_tokens
-        self._conversation_id: object | None = None
-        self._reply: _Reply | None = None
-        self._editing = False
-        self._engine_info: EngineInfo | None = None
-        self._loading = False
-        self._engine_dead = False
-        self._pending: Callable[[], None] | None = None  # runs once the engine has loaded
         self._search = ""
+        self.history_dialog: QMessageBox | None = None
 
         self.sidebar = ConversationSidebar(self)
         self.chat_view = ChatView(self)
@@ -200,14 +162,16 @@ class MainWindow(QMainWindow):
 
     def _connect_signals(self) -> None:
         """Every connection this window makes, in one place."""
-        engine = self._engine
-        engine.load_started.connect(self._on_engine_load_started)
-        engine.loaded.connect(self._on_engine_loaded)
-        engine.load_failed.connect(self._on_engine_load_failed)
-        engine.tokens_received.connect(self._on_engine_tokens_received)
-        engine.generation_finished.connect(self._on_engine_generation_finished)
-        engine.generation_failed.connect(self._on_engine_generation_failed)
-        engine.engine_died.connect(self._on_engine_engine_died)
+        session = self.session
+        session.conversations_changed.connect(self._on_session_conversations_changed)
+        session.reply_started.connect(self._on_session_reply_started)
+        session.text_streamed.connect(self._on_session_text_streamed)
+        session.reply_finished.connect(self._on_session_reply_finished)
+        session.notice.connect(self._on_session_notice)
+        session.model_loading.connect(self._on_session_model_loading)
+        session.model_loaded.connect(self._on_session_model_loaded)
+        session.model_load_failed.connect(self._on_session_model_load_failed)
+        session.engine_stopped.connect(self._on_session_engine_stopped)
 
         self.sidebar.new_requested.connect(self._on_sidebar_new_requested)
         self.sidebar.conversation_selected.connect(self._on_sidebar_conversation_selected)
@@ -243,234 +207,127 @@ class MainWindow(QMainWindow):
     def _on_benchmark_action_triggered(self) -> None:
         from localchat.ui.bench_dialog import open_benchmark_dialog
 
-        open_benchmark_dialog(self, lambda: getattr(self, "_last_config", None))
+        open_benchmark_dialog(self, lambda: self.session.engine_config)
 
     # -- public -----------------------------------------------------------------------
 
     @property
-    def conversation_id(self) -> object | None:
-        return self._conversation_id
+    def conversation_id(self) -> int | None:
+        return self.session.current_id
 
     @property
     def generating(self) -> bool:
-        return self._reply is not None
+        return self.session.generating
 
     @property
     def engine_info(self) -> EngineInfo | None:
-        return self._engine_info
+        return self.session.engine_info
 
     def show_welcome(self, show: bool) -> None:
         page = self.welcome if show else self.pages.widget(0)
         if page is not None:
             self.pages.setCurrentWidget(page)
 
+    def show_history_recovered(self, headline: str, details: str) -> None:
+        """Say, in a dialog that does not block, that the chat history was set aside and where it is."""
+        box = QMessageBox(QMessageBox.Icon.Warning, "Chat history set aside", headline, parent=self)
+        box.setInformativeText(details)
+        box.setObjectName("history_dialog")
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.history_dialog = box
+        box.open()
+
     def load_model(self, target_path: str, draft_path: str | None = None) -> None:
         """Ask the engine to load ``target_path`` (with a drafter); the window stays usable."""
-        config = build_engine_config(self._settings, target_path, draft_path)
-        self._last_config = config
-        self._loading = True
-        self.show_welcome(False)
-        self.status.show_loading(Path(target_path).name)
-        self._show_notice("")
-        self._engine.load(config)
+        self.session.load_model(build_engine_config(self._settings, target_path, draft_path))
         self._update_buttons()
 
     def send_message(self, text: str) -> None:
-        """Send ``text`` in the current chat (a new chat when there is none)."""
-        text = text.strip()
-        if not text or self.generating:
-            return
-        if self._engine_info is None and not self._loading and not self._engine_dead:
-            self._show_notice("Load a model first: open a GGUF file or choose one in the model manager.")
-            return
-        if self._conversation_id is None:
-            self._conversation_id = self._store_create(_title_from(text))
-        if self._editing:
-            self._store_drop_last_exchange(keep_user=False)
-            self._editing = False
-        self._store_add(self._conversation_id, "user", text)
-        self.composer.clear()
-        self._show_conversation(self._conversation_id)
-        self._refresh_conversations()
-        self._generate()
+        """Send ``text`` in the current chat; the typed text stays in the box if it could not be sent."""
+        if self.session.send(text):
+            self.composer.clear()
 
     def stop(self) -> None:
-        if self.generating:
-            log.info("stop requested")
-            self._engine.cancel()
+        self.session.cancel()
 
     def regenerate(self) -> None:
-        if self.generating or self._conversation_id is None:
-            return
-        messages = self._store_messages(self._conversation_id)
-        if not messages or _role(messages[-1]) == "assistant":
-            self._store_drop_last_exchange(keep_user=True)
-        if not self._store_messages(self._conversation_id):
-            return
-        self._show_conversation(self._conversation_id)
-        self._generate()
+        self.session.regenerate()
 
     def edit_last(self) -> None:
-        if self.generating or self._conversation_id is None:
+        text = self.session.edit_last()
+        if text is None:
             return
-        users = [m for m in self._store_messages(self._conversation_id) if _role(m) == "user"]
-        if not users:
-            return
-        self._editing = True
-        self.composer.setPlainText(_content(users[-1]))
+        self.composer.setPlainText(text)
         self.composer.setFocus()
         self._show_notice("Editing your last message: send it to replace it and its reply.")
 
     def new_conversation(self) -> None:
-        if self.generating:
-            self.stop()
-        self._conversation_id = None
-        self._editing = False
+        self.session.new_conversation()
         self.system_prompt.clear()
         self.chat_view.set_messages([])
         self.sidebar.list.clearSelection()
         self.composer.setFocus()
         self._update_buttons()
 
-    # -- generation -------------------------------------------------------------------
+    # -- session slots ----------------------------------------------------------------
 
-    def _generate(self) -> None:
-        assert self._conversation_id is not None
-        conversation_id = self._conversation_id
-        history = [ChatMessage(_role(m), _content(m)) for m in self._store_messages(conversation_id)]
-        system = self._store_system_prompt(conversation_id)
-        request = build_request(
-            self._settings,
-            history,
-            system_prompt=system,
-            speculation_enabled=self.status.speculation_enabled,
-            max_tokens=self._max_tokens,
-            session=str(conversation_id),  # adaptive speculation learns per conversation
-        )
-        self._reply = _Reply(conversation_id)
-        self.chat_view.begin_reply(self._model_label())
+    def _on_session_conversations_changed(self) -> None:
+        self._refresh_conversations()
+
+    def _on_session_reply_started(self, conversation_id: int) -> None:
+        self._show_conversation(conversation_id)
         self.status.generation_started()
         self._show_notice("")
         self._update_buttons()
-        if self._engine_dead or (self._engine_info is None and not self._loading):
-            self._pending = lambda: self._engine.generate(request)
-            self._restart_engine()
-        elif self._loading:
-            self._pending = lambda: self._engine.generate(request)
-        else:
-            self._engine.generate(request)
 
-    def _restart_engine(self) -> None:
-        config = getattr(self, "_last_config", None)
-        if config is None:
-            self._finish_reply(None, "Load a model first.")
-            return
-        log.info("starting a new engine")
-        self._engine_dead = False
-        self._loading = True
-        restart = getattr(self._engine, "restart", None)
-        if callable(restart):
-            restart()
-        self._engine.load(config)
+    def _on_session_text_streamed(
+        self, conversation_id: int, event: TokenEvent, runs: tuple[int, ...]
+    ) -> None:
+        if conversation_id == self.session.current_id:
+            self.chat_view.append_reply(event.text, runs)
+        self.status.show_progress(event)
 
-    def _finish_reply(self, result: GenerationResult | None, sentence: str = "") -> None:
-        """End the reply: keep whatever text arrived, say what happened, refresh the buttons."""
-        reply = self._reply
-        self._reply = None
-        footer = ""
+    def _on_session_reply_finished(self, end: ReplyEnd) -> None:
+        result = end.result
+        footer = "Interrupted." if result is None and end.sentence else ""
         if result is not None:
             footer = formatting.reply_summary(result.stats)
             if result.finish_reason is FinishReason.CANCELLED:
                 footer = "Stopped. " + footer
             elif result.finish_reason is FinishReason.LENGTH:
                 footer = "Cut off at the length limit. " + footer
-            if reply is not None and result.text and len(result.text) >= len(reply.text):
-                reply.text = result.text
-                reply.drafted = result.drafted_runs
-        elif sentence:
-            footer = "Interrupted."
-        if reply is not None and reply.text.strip():
-            self._store_add(reply.conversation_id, "assistant", reply.text, result, reply.drafted)
-        if reply is not None and reply.conversation_id == self._conversation_id:
-            self.chat_view.end_reply(footer, reply.text, reply.drafted)
+        if end.conversation_id == self.session.current_id:
+            self.chat_view.end_reply(footer, end.text, end.drafted_runs)
         else:
             self.chat_view.end_reply()
-            if self._conversation_id is not None:
-                self._show_conversation(self._conversation_id)
+            if self.session.current_id is not None:
+                self._show_conversation(self.session.current_id)
         self.status.generation_finished(result)
-        notices = [s for s in (sentence, result.notice if result else "") if s]
-        self._show_notice(" ".join(notices))
+        self._show_notice(end.sentence)
         self._update_buttons()
 
-    # -- engine slots -----------------------------------------------------------------
+    def _on_session_notice(self, sentence: str) -> None:
+        self._show_notice(sentence)
 
-    def _on_engine_load_started(self) -> None:
-        self._loading = True
-        self._update_buttons()
+    def _on_session_model_loading(self, name: str) -> None:
+        self.show_welcome(False)
+        self.status.show_loading(name)
+        self._show_notice("")
 
-    def _on_engine_loaded(self, info: EngineInfo) -> None:
-        log.info("loaded %s on %s", info.target.name, info.backend)
-        self._loading = False
-        self._engine_dead = False
-        self._engine_info = info
+    def _on_session_model_loaded(self, info: EngineInfo) -> None:
         self.status.show_engine_info(info)
-        config = getattr(self, "_last_config", None)
-        if config is not None:
-            self._settings.set("last_model_path", config.target_path)
-            self._settings.set("last_draft_path", config.draft_path or "")
         self.show_welcome(False)
         self._update_buttons()
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending()
 
-    def _on_engine_load_failed(self, sentence: str) -> None:
-        log.warning("load failed: %s", sentence)
-        self._loading = False
-        self._engine_info = None
+    def _on_session_model_load_failed(self, sentence: str) -> None:
         self.status.show_no_model()
-        self._pending = None
-        if self._reply is not None:
-            self._finish_reply(None, sentence)
-        else:
-            self._show_notice(sentence)
+        self._show_notice(sentence)
         self.welcome.show_message(sentence)
         self._update_buttons()
 
-    def _on_engine_tokens_received(self, event: TokenEvent) -> None:
-        if self._reply is None:
-            return
-        runs = event.drafted_runs if sum(event.drafted_runs) == len(event.text) else (len(event.text),)
-        self._reply.text += event.text
-        self._reply.drafted = concat_runs(self._reply.drafted, runs)
-        if self._reply.conversation_id == self._conversation_id:
-            self.chat_view.append_reply(event.text, runs)
-        self.status.show_progress(event)
-
-    def _on_engine_generation_finished(self, result: GenerationResult) -> None:
-        if self._reply is None:
-            return
-        log.info("reply finished: %s", result.stats.summary())
-        self._finish_reply(result)
-
-    def _on_engine_generation_failed(self, sentence: str) -> None:
-        log.warning("generation failed: %s", sentence)
-        self._finish_reply(None, sentence)
-
-    def _on_engine_engine_died(self, sentence: str) -> None:
-        log.warning("engine died: %s", sentence)
-        self._engine_dead = True
-        self._loading = False
-        self._engine_info = None
+    def _on_session_engine_stopped(self, sentence: str) -> None:
         self.status.engine_stopped()
-        text = sentence or "The engine stopped unexpectedly."
-        if "next message" not in text:
-            text += " Your chats are safe; the next message starts a new engine."
-        if self._reply is not None:
-            self._finish_reply(None, text)
-        else:
-            self._show_notice(text)
-        self._pending = None
+        self._show_notice(sentence)
         self._update_buttons()
 
     # -- widget slots -----------------------------------------------------------------
@@ -478,25 +335,20 @@ class MainWindow(QMainWindow):
     def _on_sidebar_new_requested(self) -> None:
         self.new_conversation()
 
-    def _on_sidebar_conversation_selected(self, conversation_id: object) -> None:
-        if conversation_id == self._conversation_id:
+    def _on_sidebar_conversation_selected(self, conversation_id: int) -> None:
+        if conversation_id == self.session.current_id:
             return
-        self._editing = False
-        self._conversation_id = conversation_id
+        self.session.select(conversation_id)
         self._show_conversation(conversation_id)
         self._update_buttons()
 
-    def _on_sidebar_rename_requested(self, conversation_id: object, title: str) -> None:
-        self._store.rename(conversation_id, title)
-        self._refresh_conversations()
+    def _on_sidebar_rename_requested(self, conversation_id: int, title: str) -> None:
+        self.session.rename(conversation_id, title)
 
-    def _on_sidebar_delete_requested(self, conversation_id: object) -> None:
-        if self._reply is not None and self._reply.conversation_id == conversation_id:
-            self.stop()
-        self._store.delete(conversation_id)
-        if conversation_id == self._conversation_id:
+    def _on_sidebar_delete_requested(self, conversation_id: int) -> None:
+        shown = conversation_id == self.session.current_id
+        if self.session.delete(conversation_id) and shown:
             self.new_conversation()
-        self._refresh_conversations()
 
     def _on_sidebar_search_changed(self, text: str) -> None:
         self._search = text
@@ -514,8 +366,8 @@ class MainWindow(QMainWindow):
     def _on_stop_shortcut_activated(self) -> None:
         if self.generating:
             self.stop()
-        elif self._editing:
-            self._editing = False
+        elif self.session.editing:
+            self.session.stop_editing()
             self.composer.clear()
             self._show_notice("")
 
@@ -526,14 +378,7 @@ class MainWindow(QMainWindow):
         self.edit_last()
 
     def _on_system_prompt_editing_finished(self) -> None:
-        text = self.system_prompt.text().strip()
-        if self._conversation_id is None:
-            if not text:
-                return
-            self._conversation_id = self._store_create("New chat")
-            self._refresh_conversations()
-        if text != self._store_system_prompt(self._conversation_id):
-            self._store.set_system_prompt(self._conversation_id, text)
+        self.session.set_system_prompt(self.system_prompt.text())
 
     def _on_chat_view_code_copied(self, _code: str) -> None:
         self.status.showMessage("Code copied", 2000)
@@ -561,7 +406,7 @@ class MainWindow(QMainWindow):
             self._show_notice(str(exc))
             return
         restart = [o.label for o in OPTIONS if o.name in changed and o.needs_restart]
-        if restart and self._engine_info is not None:
+        if restart and self.session.engine_info is not None:
             self._show_notice(f"{', '.join(restart)}: takes effect when a model is next loaded.")
 
     def _on_settings_changed(self, name: str, value: object) -> None:
@@ -578,7 +423,8 @@ class MainWindow(QMainWindow):
     # -- helpers ----------------------------------------------------------------------
 
     def _model_label(self) -> str:
-        return self._engine_info.target.name if self._engine_info else "Assistant"
+        info = self.session.engine_info
+        return info.target.name if info else "Assistant"
 
     def show_notice(self, text: str) -> None:
         """One sentence under the chat (an error, or what just happened); empty hides it."""
@@ -590,32 +436,23 @@ class MainWindow(QMainWindow):
 
     def _update_buttons(self) -> None:
         busy = self.generating
-        has_chat = self._conversation_id is not None
+        has_chat = self.session.current_id is not None
         self.stop_button.setEnabled(busy)
         self.send_button.setEnabled(not busy)
         self.regenerate_button.setEnabled(not busy and has_chat)
         self.edit_button.setEnabled(not busy and has_chat)
 
-    def _show_conversation(self, conversation_id: object) -> None:
-        messages = [
-            DisplayMessage(
-                _role(m),
-                _content(m),
-                _footer_from_json(getattr(m, "stats", None)),
-                valid_runs((getattr(m, "stats", None) or {}).get("drafted_runs")),
-            )
-            for m in self._store_messages(conversation_id)
-            if _role(m) in ("user", "assistant")
-        ]
-        self.chat_view.set_messages(messages)
-        self.system_prompt.setText(self._store_system_prompt(conversation_id))
-        if self._reply is not None and self._reply.conversation_id == conversation_id:
+    def _show_conversation(self, conversation_id: int) -> None:
+        self.chat_view.set_messages([_display(m) for m in self.session.messages(conversation_id)])
+        self.system_prompt.setText(self.session.system_prompt(conversation_id))
+        if self.session.reply_conversation_id == conversation_id:
+            text, runs = self.session.reply_text
             self.chat_view.begin_reply(self._model_label())
-            self.chat_view.append_reply(self._reply.text, self._reply.drafted)
+            self.chat_view.append_reply(text, runs)
 
     def _refresh_conversations(self) -> None:
-        items = [ConversationItem(c.id, c.title) for c in self._store_conversations(self._search)]
-        self.sidebar.set_conversations(items, self._conversation_id)
+        items = [ConversationItem(c.id, c.title) for c in self.session.conversations(self._search)]
+        self.sidebar.set_conversations(items, self.session.current_id)
 
     def _restore_geometry(self) -> None:
         geometry = str(self._settings.get("window_geometry") or "")
@@ -630,80 +467,11 @@ class MainWindow(QMainWindow):
             log.debug("could not remember the window geometry", exc_info=True)
         super().closeEvent(event)
 
-    # -- the chat store, in one place ---------------------------------------------------
 
-    def _store_create(self, title: str) -> object:
-        return self._store.create(title).id
-
-    def _store_add(
-        self,
-        conversation_id: object,
-        role: str,
-        content: str,
-        result: GenerationResult | None = None,
-        drafted: tuple[int, ...] = (),
-    ) -> None:
-        stats = _stats_json(result) if result is not None else None
-        if stats is not None and any(drafted[1::2]) and sum(drafted) == len(content):
-            stats["drafted_runs"] = list(drafted)
-        complete = result is not None and result.finish_reason is not FinishReason.CANCELLED
-        self._store.add_message(
-            conversation_id, role, content, stats=stats, complete=complete or role == "user"
-        )
-
-    def _store_messages(self, conversation_id: object) -> list[Any]:
-        return list(self._store.messages(conversation_id))
-
-    def _store_conversations(self, search: str) -> list[Any]:
-        return list(self._store.search(search) if search.strip() else self._store.list_conversations())
-
-    def _store_system_prompt(self, conversation_id: object) -> str:
-        return str(self._store.get(conversation_id).system_prompt or "")
-
-    def _store_drop_last_exchange(self, *, keep_user: bool) -> None:
-        """Delete the last user message (unless ``keep_user``) and everything after it."""
-        assert self._conversation_id is not None
-        messages = self._store_messages(self._conversation_id)
-        last_user = max((i for i, m in enumerate(messages) if _role(m) == "user"), default=None)
-        if last_user is None:
-            return
-        start = last_user + 1 if keep_user else last_user
-        if start < len(messages):
-            self._store.delete_messages_from(messages[start].id)
-
-
-def _stats_json(result: GenerationResult) -> dict[str, Any]:
-    stats = dataclasses.asdict(result.stats)
-    stats["finish_reason"] = result.finish_reason.value
-    stats["drafter"] = result.speculation.drafter if result.speculation.active else "off"
-    return stats
-
-
-def _footer_from_json(stats: dict[str, Any] | None) -> str:
-    if not stats:
-        return ""
-    known = {f.name for f in dataclasses.fields(GenerationStats)}
-    try:
-        values: dict[str, Any] = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in stats.items() if k in known
-        }
-        summary = formatting.reply_summary(GenerationStats(**values))
-    except (TypeError, ValueError):
-        return ""
-    if stats.get("finish_reason") == FinishReason.CANCELLED.value:
-        summary = "Stopped. " + summary
-    return summary
-
-
-def _role(message: Any) -> str:
-    role = message.role
-    return str(getattr(role, "value", role))
-
-
-def _content(message: Any) -> str:
-    return str(message.content)
-
-
-def _title_from(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "New chat"
-    return line if len(line) <= 48 else line[:47].rstrip() + "…"
+def _display(message: ShownMessage) -> DisplayMessage:
+    footer = formatting.reply_summary(message.stats) if message.stats is not None else ""
+    if message.finish_reason is FinishReason.CANCELLED:
+        footer = "Stopped. " + footer
+    elif message.role == "assistant" and not message.complete and message.stats is None:
+        footer = "Interrupted."
+    return DisplayMessage(message.role, message.content, footer, message.drafted_runs)

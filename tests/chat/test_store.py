@@ -1,11 +1,20 @@
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
 
-from localchat.chat import ConversationStore, NotFoundError
+from localchat.chat import (
+    ConversationStore,
+    DamagedHistoryError,
+    NewerHistoryError,
+    NotFoundError,
+    StoreWriteError,
+)
+from localchat.chat import store as store_module
 
 
 @pytest.fixture
@@ -108,3 +117,126 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ChatStoreError, match="newer"):
         ConversationStore(path)
+
+
+# -- the file on disk: who may read it, and what happens when it cannot be read -------------
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are a POSIX notion")
+def test_history_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "chats.sqlite3"
+    with ConversationStore(path) as s:
+        s.add_message(s.create("Private").id, "user", "my secret")
+        for name in ("chats.sqlite3", "chats.sqlite3-wal", "chats.sqlite3-shm"):
+            assert stat.S_IMODE((path.parent / name).stat().st_mode) == 0o600, name
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are a POSIX notion")
+def test_history_made_before_the_rule_is_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "chats.sqlite3"
+    ConversationStore(path).close()
+    path.chmod(0o644)
+    with ConversationStore(path) as s:
+        assert s.list_conversations() == []
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def _history_with_chats(path: Path) -> None:
+    with ConversationStore(path) as s:
+        for i in range(200):
+            conv = s.create(f"chat {i}")
+            s.add_message(conv.id, "user", "words " * 200)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "zeroed header"])
+def test_damaged_history_is_moved_aside_and_an_empty_one_started(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "chats.sqlite3"
+    _history_with_chats(path)
+    data = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(data[: len(data) // 3])
+    elif damage == "garbage":
+        path.write_bytes(os.urandom(50_000))
+    else:
+        path.write_bytes(b"\0" * 100 + data[100:])
+    damaged = path.read_bytes()
+    with pytest.raises(DamagedHistoryError, match="damaged"):
+        ConversationStore(path)
+    store, recovery = ConversationStore.open_or_recover(path)
+    with store:
+        assert store.list_conversations() == []
+        store.create("new life")
+    assert recovery is not None and recovery.reason == "damaged"
+    assert recovery.moved_to.name.startswith("chats.sqlite3.damaged-")
+    assert recovery.moved_to.read_bytes() == damaged
+    assert str(recovery.moved_to) in recovery.sentence and "empty history" in recovery.sentence
+
+
+def test_a_second_damaged_history_never_replaces_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "chats.sqlite3"
+    moved = []
+    for content in (b"first garbage" * 500, b"second garbage" * 500):
+        path.write_bytes(content)
+        store, recovery = ConversationStore.open_or_recover(path)
+        store.close()
+        assert recovery is not None
+        moved.append(recovery.moved_to)
+        path.unlink()
+    assert moved[0] != moved[1]
+    assert moved[0].read_bytes() == b"first garbage" * 500
+    assert moved[1].read_bytes() == b"second garbage" * 500
+
+
+def test_newer_history_is_kept_aside_for_the_newer_app(tmp_path: Path) -> None:
+    path = tmp_path / "chats.sqlite3"
+    with ConversationStore(path) as s:
+        s.create("from the future")
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(NewerHistoryError):
+        ConversationStore(path)
+    store, recovery = ConversationStore.open_or_recover(path)
+    store.close()
+    assert recovery is not None and recovery.reason == "newer"
+    assert recovery.moved_to.name.startswith("chats.sqlite3.newer-")
+    assert "newer version of localchat" in recovery.sentence
+    db = sqlite3.connect(recovery.moved_to)
+    assert db.execute("SELECT title FROM conversations").fetchone()[0] == "from the future"
+    db.close()
+
+
+def test_a_history_locked_by_another_process_is_a_sentence(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 100)
+    path = tmp_path / "chats.sqlite3"
+    with ConversationStore(path) as s:
+        conv = s.create("Busy")
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        try:
+            with pytest.raises(StoreWriteError) as caught:
+                s.add_message(conv.id, "user", "hello")
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert str(caught.value) == (
+            "Could not save the chat: the chat history is in use by another localchat."
+        )
+        s.add_message(conv.id, "user", "hello")  # the store still works once the lock is gone
+        assert [m.content for m in s.messages(conv.id)] == ["hello"]
+
+
+def test_a_full_disk_is_a_sentence_and_keeps_what_was_written(tmp_path: Path) -> None:
+    path = tmp_path / "chats.sqlite3"
+    with ConversationStore(path) as s:
+        conv = s.create("Full")
+        s.add_message(conv.id, "user", "before")
+        pages = s._db.execute("PRAGMA page_count").fetchone()[0]
+        s._db.execute(f"PRAGMA max_page_count = {pages + 1}")  # SQLite's own "disk is full"
+        with pytest.raises(StoreWriteError, match=r"^Could not save the chat: the disk is full\.$"):
+            s.add_message(conv.id, "assistant", "x" * 100_000)
+        assert [m.content for m in s.messages(conv.id)] == ["before"]

@@ -60,6 +60,11 @@ class FakeEngine(QObject):
         self.runs: tuple[int, ...] = ()
         self.pid = None
 
+    @property
+    def config(self) -> EngineConfig | None:
+        """Like EngineClient.config: the last configuration passed to load."""
+        return self.configs[-1] if self.configs else None
+
     def load(self, config: EngineConfig) -> None:
         self.configs.append(config)
         self.load_started.emit()

@@ -1,0 +1,533 @@
+"""ChatSession: the life of the conversations in the window, without a widget.
+
+It owns what happens between the user's words and the engine's reply: which
+conversation is current, sending, regenerating, editing the last message and
+stopping; the prompt (through ``chat.prompt_turns``); the store (every write
+goes through here, and a write that fails is a sentence, never a lost
+message); and when the engine is started again after a crash. What to load
+again is the engine client's own ``config`` (one owner); ChatSession only
+decides that the next message is the moment to do it.
+
+A reply is saved while it streams: the first text at once, then at most every
+``SAVE_INTERVAL_S`` seconds (a timer saves text that arrived after the last
+save even if the engine falls silent), and at the end with its statistics.
+Killing the app mid-reply keeps what the user saw, give or take the last two
+seconds.
+
+Signals (all on the GUI thread)::
+
+    conversations_changed()           the list in the sidebar may differ (created, renamed, deleted)
+    reply_started(int)                a reply began in this conversation
+    text_streamed(int, object, object)  conversation id, TokenEvent, its drafted runs (checked)
+    reply_finished(object)            ReplyEnd: the text, the result (None if it failed), a sentence
+    notice(str)                       a sentence for the user (an empty one clears it)
+    model_loading(str)                a load was asked for (the file's name)
+    model_loaded(object)              EngineInfo
+    model_load_failed(str)            a sentence
+    engine_stopped(str)               a sentence: the engine process ended; chats are kept
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from localchat.chat import (
+    ChatStoreError,
+    Conversation,
+    ConversationStore,
+    Message,
+    NotFoundError,
+    prompt_turns,
+)
+from localchat.engine.stats import GenerationStats
+from localchat.engine.textruns import concat_runs, valid_runs
+from localchat.engine.types import (
+    ChatMessage,
+    EngineConfig,
+    EngineInfo,
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    TokenEvent,
+)
+from localchat.services.qt_signals import emit
+from localchat.services.requests import build_request
+
+log = logging.getLogger(__name__)
+
+SAVE_INTERVAL_S = 2.0
+NO_MODEL = "Load a model first: open a GGUF file or choose one in the model manager."
+
+
+class EngineLike(Protocol):
+    """What the session needs from services.EngineClient besides its signals."""
+
+    @property
+    def config(self) -> EngineConfig | None: ...
+    def load(self, config: EngineConfig) -> None: ...
+    def generate(self, request: GenerationRequest) -> object: ...
+    def cancel(self) -> None: ...
+
+
+class SettingsReader(Protocol):
+    def get(self, name: str) -> Any: ...
+    def set(self, name: str, value: object) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ShownMessage:
+    """A stored message as the chat view shows it, its statistics read back from JSON."""
+
+    role: str
+    content: str
+    stats: GenerationStats | None
+    finish_reason: FinishReason | None
+    drafted_runs: tuple[int, ...]
+    complete: bool
+
+
+@dataclass(frozen=True)
+class ReplyEnd:
+    """How a reply ended: its text, the engine's result (None when it failed) and why, in words."""
+
+    conversation_id: int
+    text: str
+    drafted_runs: tuple[int, ...]
+    result: GenerationResult | None
+    sentence: str = ""  # why it ended early, a save problem, the engine's notice; may be empty
+
+
+@dataclass
+class _Reply:
+    conversation_id: int
+    text: str = ""
+    drafted: tuple[int, ...] = ()  # which characters came from accepted drafts
+    message_id: int | None = None  # the stored row once the first text is saved
+    saved_len: int = 0
+    saved_at: float = 0.0
+    save_problem: str = ""
+
+
+class ChatSession(QObject):
+    conversations_changed = Signal()
+    reply_started = Signal(int)
+    text_streamed = Signal(int, object, object)
+    reply_finished = Signal(object)
+    notice = Signal(str)
+    model_loading = Signal(str)
+    model_loaded = Signal(object)
+    model_load_failed = Signal(str)
+    engine_stopped = Signal(str)
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        engine: QObject,
+        settings: SettingsReader,
+        *,
+        max_tokens: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._store = store
+        self._engine_object = engine
+        self._engine = cast(EngineLike, engine)
+        self._settings = settings
+        self._max_tokens = max_tokens
+        self._clock = clock
+        self._current: int | None = None
+        self._reply: _Reply | None = None
+        self._editing = False
+        self._info: EngineInfo | None = None
+        self._loading = False
+        self._dead = False
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._connect_signals()
+
+    def _connect_signals(self) -> None:
+        engine: Any = self._engine_object
+        engine.load_started.connect(self._on_engine_load_started)
+        engine.loaded.connect(self._on_engine_loaded)
+        engine.load_failed.connect(self._on_engine_load_failed)
+        engine.tokens_received.connect(self._on_engine_tokens_received)
+        engine.generation_finished.connect(self._on_engine_generation_finished)
+        engine.generation_failed.connect(self._on_engine_generation_failed)
+        engine.engine_died.connect(self._on_engine_engine_died)
+        self._save_timer.timeout.connect(self._on_save_timer_timeout)
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def current_id(self) -> int | None:
+        """The conversation the window shows (None: a new chat not yet written)."""
+        return self._current
+
+    @property
+    def generating(self) -> bool:
+        return self._reply is not None
+
+    @property
+    def reply_conversation_id(self) -> int | None:
+        return self._reply.conversation_id if self._reply is not None else None
+
+    @property
+    def reply_text(self) -> tuple[str, tuple[int, ...]]:
+        """The reply in progress so far, with its drafted runs (empty when none)."""
+        return (self._reply.text, self._reply.drafted) if self._reply is not None else ("", ())
+
+    @property
+    def editing(self) -> bool:
+        return self._editing
+
+    @property
+    def engine_info(self) -> EngineInfo | None:
+        return self._info
+
+    @property
+    def engine_config(self) -> EngineConfig | None:
+        """What the engine last loaded (the engine client keeps it; the benchmark reads it)."""
+        return self._engine.config
+
+    # -- conversations ----------------------------------------------------------------
+
+    def conversations(self, search: str = "") -> list[Conversation]:
+        return self._store.search(search) if search.strip() else self._store.list_conversations()
+
+    def messages(self, conversation_id: int) -> list[ShownMessage]:
+        """The user and assistant messages of a conversation, as the chat view shows them.
+
+        The reply being written is left out: its saved copy lags behind the text
+        the view streams (``reply_text``).
+        """
+        live = self._reply.message_id if self._reply is not None else None
+        return [
+            _shown(m)
+            for m in self._store.messages(conversation_id)
+            if m.role in ("user", "assistant") and (m.role == "user" or m.content.strip()) and m.id != live
+        ]
+
+    def system_prompt(self, conversation_id: int | None = None) -> str:
+        cid = self._current if conversation_id is None else conversation_id
+        return self._store.get(cid).system_prompt if cid is not None else ""
+
+    def select(self, conversation_id: int | None) -> None:
+        """Make a conversation current (None: a new, empty chat)."""
+        self._current = conversation_id
+        self._editing = False
+
+    def new_conversation(self) -> None:
+        if self.generating:
+            self.cancel()
+        self.select(None)
+
+    def rename(self, conversation_id: int, title: str) -> bool:
+        return self._write(lambda: self._store.rename(conversation_id, title), changed=True)
+
+    def delete(self, conversation_id: int) -> bool:
+        if self._reply is not None and self._reply.conversation_id == conversation_id:
+            self.cancel()
+        if not self._write(lambda: self._store.delete(conversation_id), changed=True):
+            return False
+        if conversation_id == self._current:
+            self.select(None)
+        return True
+
+    def set_system_prompt(self, text: str) -> bool:
+        """Keep ``text`` as the current chat's system prompt (a chat is created for a non-empty one)."""
+        text = text.strip()
+        if self._current is None:
+            if not text:
+                return True
+            created = self._create("New chat")
+            if created is None:
+                return False
+            self._current = created
+        cid = self._current
+        if text == self.system_prompt(cid):
+            return True
+        return self._write(lambda: self._store.set_system_prompt(cid, text))
+
+    # -- the conversation's life --------------------------------------------------------
+
+    def load_model(self, config: EngineConfig) -> None:
+        """Ask the engine to load a model; model_loaded or model_load_failed answers."""
+        self._loading = True
+        emit(self.model_loading, Path(config.target_path).name)
+        self._engine.load(config)
+
+    def send(self, text: str) -> bool:
+        """Send ``text`` in the current chat (a new chat when there is none).
+
+        False when nothing was sent: no text, a reply running, no model, or the
+        store could not keep the message (``notice`` says why; the caller keeps
+        the typed text).
+        """
+        text = text.strip()
+        if not text or self.generating:
+            return False
+        if self._info is None and not self._loading and not self._dead:
+            emit(self.notice, NO_MODEL)
+            return False
+        cid = self._current
+        if cid is None:
+            cid = self._create(_title_from(text))
+            if cid is None:
+                return False
+            self._current = cid
+        if self._editing and not self._drop_last_exchange(cid, keep_user=False):
+            return False
+        if not self._write(lambda: self._store.add_message(cid, "user", text), changed=True):
+            return False
+        self._editing = False
+        self._start_reply(cid)
+        return True
+
+    def regenerate(self) -> bool:
+        """Write the last reply again (or answer a last user message that has none)."""
+        cid = self._current
+        if self.generating or cid is None:
+            return False
+        messages = self._store.messages(cid)
+        if (not messages or messages[-1].role == "assistant") and not self._drop_last_exchange(
+            cid, keep_user=True
+        ):
+            return False
+        if not self._store.messages(cid):
+            return False
+        self._start_reply(cid)
+        return True
+
+    def edit_last(self) -> str | None:
+        """Start editing the last user message: returns its text (None when there is none)."""
+        if self.generating or self._current is None:
+            return None
+        users = [m for m in self._store.messages(self._current) if m.role == "user"]
+        if not users:
+            return None
+        self._editing = True
+        return users[-1].content
+
+    def stop_editing(self) -> None:
+        self._editing = False
+
+    def cancel(self) -> None:
+        if self.generating:
+            log.info("stop requested")
+            self._engine.cancel()
+
+    # -- replies --------------------------------------------------------------------
+
+    def _start_reply(self, cid: int) -> None:
+        turns = prompt_turns(self.system_prompt(cid), self._store.messages(cid))
+        request = build_request(
+            self._settings,
+            [ChatMessage(t.role, t.content) for t in turns],
+            speculation_enabled=bool(self._settings.get("speculation")),
+            max_tokens=self._max_tokens,
+            session=str(cid),  # adaptive speculation learns per conversation
+        )
+        self._reply = _Reply(cid)
+        emit(self.reply_started, cid)
+        if self._dead or (self._info is None and not self._loading):
+            # After a crash the next message is the moment to start again, with what the engine last loaded.
+            config = self._engine.config
+            if config is None:
+                self._finish(None, "Load a model first.")
+                return
+            log.info("starting a new engine")
+            self._dead = False
+            self.load_model(config)
+            if self._reply is None:  # the load failed at once and ended the reply
+                return
+        self._engine.generate(request)
+
+    def _save_partial(self) -> None:
+        """Keep the streamed text so far (the row is created with the first text)."""
+        reply = self._reply
+        self._save_timer.stop()
+        if reply is None or len(reply.text) == reply.saved_len or not reply.text.strip():
+            return
+        reply.saved_at = self._clock()
+        try:
+            if reply.message_id is None:
+                row = self._store.add_message(reply.conversation_id, "assistant", reply.text, complete=False)
+                reply.message_id = row.id
+            else:
+                self._store.update_message(reply.message_id, content=reply.text)
+        except NotFoundError:
+            reply.save_problem = ""  # the user deleted the chat while its reply was being written
+            return
+        except ChatStoreError as exc:
+            log.warning("could not save the streamed reply: %s", exc)
+            reply.save_problem = str(exc)
+            return
+        reply.saved_len = len(reply.text)
+
+    def _finish(self, result: GenerationResult | None, sentence: str = "") -> None:
+        """End the reply: keep its text with its statistics, then tell the window."""
+        reply, self._reply = self._reply, None
+        self._save_timer.stop()
+        if reply is None:
+            return
+        if result is not None and result.text and len(result.text) >= len(reply.text):
+            reply.text, reply.drafted = result.text, result.drafted_runs
+        problem = self._save_final(reply, result)
+        notices = [s for s in (sentence, result.notice if result else "", problem) if s]
+        end = ReplyEnd(reply.conversation_id, reply.text, reply.drafted, result, " ".join(notices))
+        emit(self.reply_finished, end)
+
+    def _save_final(self, reply: _Reply, result: GenerationResult | None) -> str:
+        stats = stats_json(result, reply.drafted, len(reply.text)) if result is not None else None
+        complete = result is not None and result.finish_reason is not FinishReason.CANCELLED
+        try:
+            if reply.message_id is not None:
+                self._store.update_message(
+                    reply.message_id, content=reply.text, complete=complete, stats=stats
+                )
+            elif reply.text.strip():
+                self._store.add_message(
+                    reply.conversation_id, "assistant", reply.text, stats=stats, complete=complete
+                )
+        except NotFoundError:
+            return ""  # the user deleted the chat while its reply was being written
+        except ChatStoreError as exc:
+            log.warning("could not save the reply: %s", exc)
+            return str(exc)
+        return reply.save_problem
+
+    # -- engine slots -----------------------------------------------------------------
+
+    def _on_engine_load_started(self) -> None:
+        self._loading = True
+
+    def _on_engine_loaded(self, info: EngineInfo) -> None:
+        log.info("loaded %s on %s", info.target.name, info.backend)
+        self._loading = False
+        self._dead = False
+        self._info = info
+        config = self._engine.config
+        if config is not None:
+            self._settings.set("last_model_path", config.target_path)
+            self._settings.set("last_draft_path", config.draft_path or "")
+        emit(self.model_loaded, info)
+
+    def _on_engine_load_failed(self, sentence: str) -> None:
+        log.warning("load failed: %s", sentence)
+        self._loading = False
+        self._info = None
+        if self._reply is not None:
+            self._finish(None, sentence)
+        emit(self.model_load_failed, sentence)
+
+    def _on_engine_tokens_received(self, event: TokenEvent) -> None:
+        reply = self._reply
+        if reply is None:
+            return
+        runs = event.drafted_runs if sum(event.drafted_runs) == len(event.text) else (len(event.text),)
+        reply.text += event.text
+        reply.drafted = concat_runs(reply.drafted, runs)
+        emit(self.text_streamed, reply.conversation_id, event, runs)
+        wait = reply.saved_at + SAVE_INTERVAL_S - self._clock()
+        if reply.message_id is None or wait <= 0:
+            self._save_partial()
+        elif not self._save_timer.isActive():
+            self._save_timer.start(max(1, int(wait * 1000)))
+
+    def _on_save_timer_timeout(self) -> None:
+        self._save_partial()
+
+    def _on_engine_generation_finished(self, result: GenerationResult) -> None:
+        if self._reply is None:
+            return
+        log.info("reply finished: %s", result.stats.summary())
+        self._finish(result)
+
+    def _on_engine_generation_failed(self, sentence: str) -> None:
+        log.warning("generation failed: %s", sentence)
+        self._finish(None, sentence)
+
+    def _on_engine_engine_died(self, sentence: str) -> None:
+        log.warning("engine died: %s", sentence)
+        self._dead = True
+        self._loading = False
+        self._info = None
+        text = sentence or "The engine stopped unexpectedly."
+        if "next message" not in text:
+            text += " Your chats are safe; the next message starts a new engine."
+        if self._reply is not None:
+            self._finish(None, text)
+        emit(self.engine_stopped, text)
+
+    # -- the store, each write checked --------------------------------------------------
+
+    def _write(self, action: Callable[[], object], *, changed: bool = False) -> bool:
+        try:
+            action()
+        except ChatStoreError as exc:
+            log.warning("chat store: %s", exc)
+            emit(self.notice, str(exc))
+            return False
+        if changed:
+            emit(self.conversations_changed)
+        return True
+
+    def _create(self, title: str) -> int | None:
+        created: list[int] = []
+        ok = self._write(lambda: created.append(self._store.create(title).id), changed=True)
+        return created[0] if ok else None
+
+    def _drop_last_exchange(self, cid: int, *, keep_user: bool) -> bool:
+        """Delete the last user message (unless ``keep_user``) and everything after it."""
+        messages = self._store.messages(cid)
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+        if last_user is None:
+            return True
+        start = last_user + 1 if keep_user else last_user
+        if start >= len(messages):
+            return True
+        return self._write(lambda: self._store.delete_messages_from(messages[start].id))
+
+
+def stats_json(result: GenerationResult, drafted: tuple[int, ...], length: int) -> dict[str, Any]:
+    """A reply's statistics as the store keeps them (read back by ``_shown``)."""
+    stats = dataclasses.asdict(result.stats)
+    stats["finish_reason"] = result.finish_reason.value
+    stats["drafter"] = result.speculation.drafter if result.speculation.active else "off"
+    if any(drafted[1::2]) and sum(drafted) == length:
+        stats["drafted_runs"] = list(drafted)
+    return stats
+
+
+def _shown(message: Message) -> ShownMessage:
+    stored = message.stats or {}
+    known = {f.name for f in dataclasses.fields(GenerationStats)}
+    stats: GenerationStats | None = None
+    if stored:
+        try:
+            values: dict[str, Any] = {
+                k: tuple(v) if isinstance(v, list) else v for k, v in stored.items() if k in known
+            }
+            stats = GenerationStats(**values)
+        except (TypeError, ValueError):
+            stats = None
+    try:
+        reason: FinishReason | None = FinishReason(stored.get("finish_reason"))
+    except ValueError:
+        reason = None
+    runs = valid_runs(stored.get("drafted_runs"))
+    return ShownMessage(message.role, message.content, stats, reason, runs, message.complete)
+
+
+def _title_from(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "New chat"
+    return line if len(line) <= 48 else line[:47].rstrip() + "…"

@@ -1,0 +1,319 @@
+"""ChatSession with the real chat store and settings file, on a scripted engine, a fake engine process
+and (once) the real SmolLM2 model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localchat.chat import ConversationStore
+from localchat.chat import store as store_module
+from localchat.engine.types import EngineConfig, FinishReason
+from localchat.services import ChatSession, SettingsService
+from localchat.services.chat_session import SAVE_INTERVAL_S, ReplyEnd
+from localchat.settings import SettingsFile
+from tests.ui.fakes import FakeEngine
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[ConversationStore]:
+    with ConversationStore(tmp_path / "chats.sqlite3") as s:
+        yield s
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> SettingsService:
+    return SettingsService(SettingsFile(tmp_path / "config"))
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def engine() -> FakeEngine:
+    return FakeEngine()
+
+
+@pytest.fixture
+def session(
+    store: ConversationStore, engine: FakeEngine, settings: SettingsService, clock: Clock
+) -> ChatSession:
+    s = ChatSession(store, engine, settings, clock=clock)
+    s.load_model(EngineConfig("/models/fake.gguf"))
+    return s
+
+
+def stored(store: ConversationStore, session: ChatSession) -> list[tuple[str, str, bool]]:
+    assert session.current_id is not None
+    return [(m.role, m.content, m.complete) for m in store.messages(session.current_id)]
+
+
+def test_send_builds_the_prompt_from_the_store(session: ChatSession, engine: FakeEngine) -> None:
+    assert session.set_system_prompt("  Be brief.  ")
+    assert session.send("Hello")
+    engine.stream("Hi.")
+    engine.finish()
+    assert session.send("And again")
+    request = engine.requests[-1]
+    assert [(m.role, m.content) for m in request.messages] == [
+        ("system", "Be brief."), ("user", "Hello"), ("assistant", "Hi."), ("user", "And again"),
+    ]
+    assert request.session == str(session.current_id)
+
+
+def test_reply_is_saved_as_it_streams_at_most_every_interval(
+    qtbot, session: ChatSession, engine: FakeEngine, store: ConversationStore, clock: Clock
+) -> None:
+    session.send("Count")
+    engine.stream("one ")
+    assert stored(store, session)[-1] == ("assistant", "one ", False)  # the first text at once
+    clock.now += 0.5
+    engine.stream("two ")
+    assert stored(store, session)[-1] == ("assistant", "one ", False)  # not again within the interval
+    clock.now += SAVE_INTERVAL_S
+    engine.stream("three ")
+    assert stored(store, session)[-1] == ("assistant", "one two three ", False)
+    clock.now += 0.1
+    engine.stream("four ")
+    # the engine falls silent: the timer saves what was shown anyway
+    qtbot.waitUntil(lambda: stored(store, session)[-1][1] == "one two three four ", timeout=5000)
+    engine.finish()
+    messages = store.messages(session.current_id)  # type: ignore[arg-type]
+    assert len(messages) == 2 and messages[-1].complete
+    assert messages[-1].stats is not None and messages[-1].stats["finish_reason"] == "stop"
+
+
+def test_stop_keeps_the_partial_reply_marked_as_stopped(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    ends: list[ReplyEnd] = []
+    session.reply_finished.connect(ends.append)
+    session.send("Count")
+    engine.stream("1 2 3")
+    session.cancel()
+    assert not session.generating
+    assert stored(store, session)[-1] == ("assistant", "1 2 3", False)
+    assert ends[-1].result is not None and ends[-1].result.finish_reason is FinishReason.CANCELLED
+    shown = session.messages(session.current_id)  # type: ignore[arg-type]
+    assert shown[-1].finish_reason is FinishReason.CANCELLED and shown[-1].stats is not None
+
+
+def test_regenerate_and_edit_replace_the_last_exchange(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    session.send("first")
+    engine.stream("one")
+    engine.finish()
+    assert session.regenerate()
+    engine.stream("two")
+    engine.finish()
+    assert stored(store, session) == [("user", "first", True), ("assistant", "two", True)]
+    assert session.edit_last() == "first"
+    assert session.send("second")
+    assert [m.content for m in engine.requests[-1].messages] == ["second"]
+    engine.finish()
+    assert [c for _, c, _ in stored(store, session)] == ["second"]
+
+
+def test_engine_death_keeps_the_text_and_the_next_message_reloads_once(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    stopped: list[str] = []
+    session.engine_stopped.connect(stopped.append)
+    session.send("tell me")
+    engine.stream("partial")
+    engine.engine_died.emit("The engine stopped unexpectedly (exit code -9).")
+    assert not session.generating and session.engine_info is None
+    assert "next message starts a new engine" in stopped[-1]
+    assert stored(store, session)[-1] == ("assistant", "partial", False)
+    assert session.send("again")
+    assert engine.configs == [EngineConfig("/models/fake.gguf")] * 2
+    assert session.engine_info is not None
+    engine.stream("fine")
+    engine.finish()
+    assert stored(store, session)[-1] == ("assistant", "fine", True)
+
+
+def test_no_model_is_a_sentence(store: ConversationStore, settings: SettingsService) -> None:
+    s = ChatSession(store, FakeEngine(), settings)
+    notices: list[str] = []
+    s.notice.connect(notices.append)
+    assert not s.send("hello")
+    assert "Load a model first" in notices[-1]
+    assert store.list_conversations() == []
+
+
+def test_a_locked_history_is_a_sentence_and_nothing_is_sent(
+    tmp_path: Path, engine: FakeEngine, settings: SettingsService, monkeypatch
+) -> None:
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 100)
+    path = tmp_path / "locked.sqlite3"
+    with ConversationStore(path) as store:
+        s = ChatSession(store, engine, settings)
+        s.load_model(EngineConfig("/models/fake.gguf"))
+        s.send("first")
+        engine.finish()
+        notices: list[str] = []
+        s.notice.connect(notices.append)
+        other = ConversationStore(path)
+        other._db.execute("BEGIN EXCLUSIVE")  # another localchat in the middle of a write
+        try:
+            assert not s.send("second")
+        finally:
+            other._db.execute("ROLLBACK")
+            other.close()
+        assert notices == ["Could not save the chat: the chat history is in use by another localchat."]
+        assert len(engine.requests) == 1 and not s.generating
+        assert s.send("second")
+
+
+def test_a_full_disk_while_streaming_is_said_at_the_end(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    ends: list[ReplyEnd] = []
+    session.reply_finished.connect(ends.append)
+    session.send("write a lot")
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages + 1}")
+    engine.stream("x" * 200_000)
+    engine.finish()
+    assert "Could not save the chat: the disk is full." in ends[-1].sentence
+    assert ends[-1].text == "x" * 200_000  # still shown to the user
+
+
+KILLED_APP = textwrap.dedent(
+    """
+    import sys
+    from PySide6.QtCore import QCoreApplication, QTimer
+    from localchat.chat import ConversationStore
+    from localchat.engine.types import EngineConfig
+    from localchat.services import ChatSession, EngineClient, SettingsService
+    from localchat.settings import SettingsFile
+
+    app = QCoreApplication([])
+    store = ConversationStore(sys.argv[1])
+    engine = EngineClient(engine_factory="host.fake_engine:FakeEngine")
+    session = ChatSession(store, engine, SettingsService(SettingsFile(sys.argv[2])), max_tokens=5000)
+    shown = []
+
+    def on_text(cid, event, runs):
+        shown.append(event.text)
+        print("shown", len("".join(shown)), flush=True)
+
+    session.text_streamed.connect(on_text)
+    session.load_model(EngineConfig("/models/fake.gguf"))
+    session.send("slow please, a long answer")
+    app.exec()
+    """
+)
+
+
+def test_killed_mid_reply_keeps_what_was_shown(tmp_path: Path) -> None:
+    """The app process is killed while a reply streams from a real engine process; the text survives."""
+    path = tmp_path / "chats.sqlite3"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_APP, str(path), str(tmp_path / "config")],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+    )
+    assert child.stdout is not None
+    shown_at: list[tuple[float, int]] = []
+    try:
+        for line in child.stdout:
+            shown_at.append((time.monotonic(), int(line.split()[1])))
+            if shown_at[-1][0] - shown_at[0][0] > 2 * SAVE_INTERVAL_S + 1:
+                break
+        killed_at = time.monotonic()
+        child.kill()
+    finally:
+        child.kill()
+        child.wait(timeout=20)
+        child.stdout.close()
+    assert shown_at, "the reply never started"
+    with ConversationStore(path) as store:
+        conv = store.list_conversations()[0]
+        messages = store.messages(conv.id)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    reply = messages[-1]
+    assert not reply.complete and reply.content.startswith("t0 t1 ")
+    # everything shown up to one save interval before the kill is on disk
+    shown_before = max(n for t, n in shown_at if t <= killed_at - SAVE_INTERVAL_S - 0.5)
+    assert len(reply.content) >= shown_before
+
+
+@pytest.mark.slow
+def test_real_model_reply_is_stored_with_its_statistics(
+    qtbot, store: ConversationStore, settings: SettingsService, smollm2_path: Path
+) -> None:
+    pytest.importorskip("llama_cpp")
+    from localchat.services import EngineClient
+
+    engine = EngineClient()
+    try:
+        session = ChatSession(store, engine, settings, max_tokens=24)
+        with qtbot.waitSignal(session.model_loaded, timeout=180_000):
+            session.load_model(EngineConfig(str(smollm2_path), n_ctx=1024))
+        with qtbot.waitSignal(session.reply_finished, timeout=180_000) as blocker:
+            assert session.send("Name three colours.")
+        end: ReplyEnd = blocker.args[0]
+        assert end.result is not None and end.text.strip()
+        reply = store.messages(end.conversation_id)[-1]
+        assert reply.role == "assistant" and reply.content == end.text
+        assert reply.stats is not None and reply.stats["generated_tokens"] > 0
+        assert settings.get("last_model_path") == str(smollm2_path)
+    finally:
+        engine.shutdown()
+
+
+def test_the_reply_being_written_is_shown_once(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    session.send("Count")
+    engine.stream("one two")
+    cid = session.current_id
+    assert cid is not None and stored(store, session)[-1] == ("assistant", "one two", False)
+    assert [m.content for m in session.messages(cid)] == ["Count"]  # the live reply comes from reply_text
+    assert session.reply_conversation_id == cid and session.reply_text[0] == "one two"
+    engine.finish()
+    assert [m.content for m in session.messages(cid)] == ["Count", "one two"]
+
+
+def test_deleting_the_chat_while_its_reply_streams_says_nothing_odd(
+    store: ConversationStore, settings: SettingsService
+) -> None:
+    class SlowToCancel(FakeEngine):
+        def cancel(self) -> None:  # the real engine answers a cancel later, not at once
+            self.cancelled += 1
+
+    engine = SlowToCancel()
+    s = ChatSession(store, engine, settings)
+    s.load_model(EngineConfig("/models/fake.gguf"))
+    ends: list[ReplyEnd] = []
+    s.reply_finished.connect(ends.append)
+    s.send("Count")
+    engine.stream("one ")
+    cid = s.current_id
+    assert cid is not None and s.delete(cid)
+    engine.stream("two ")
+    engine.finish(FinishReason.CANCELLED)
+    assert engine.cancelled == 1 and ends[-1].sentence == ""
+    assert store.list_conversations() == []

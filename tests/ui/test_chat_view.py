@@ -1,0 +1,107 @@
+"""The conversation view in a real Qt event loop: what it shows, when it redraws, copy links, scrolling."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QGuiApplication
+
+from localchat.ui.chat_view import REDRAW_MS, ChatView, DisplayMessage
+
+
+@pytest.fixture
+def view(qtbot) -> ChatView:
+    v = ChatView()
+    v.resize(500, 300)
+    qtbot.addWidget(v)
+    return v
+
+
+def test_user_text_is_shown_as_typed_and_replies_as_markdown(view: ChatView) -> None:
+    view.set_messages(
+        [
+            DisplayMessage("user", "**not bold** <script>alert(1)</script>"),
+            DisplayMessage("assistant", "Some **bold** words.", footer="12.0 tok/s"),
+        ]
+    )
+    text = view.toPlainText()
+    assert "You" in text and "**not bold** <script>alert(1)</script>" in text
+    assert "Some bold words." in text and "**" not in text.split("Some")[1]
+    assert "12.0 tok/s" in text
+    assert "<script>" not in view.toHtml()  # escaped, never markup
+
+
+def test_placeholder_only_when_empty(view: ChatView) -> None:
+    view.set_placeholder("Type a message below to start.")
+    assert "Type a message below to start." in view.toPlainText()
+    view.set_messages([DisplayMessage("user", "hi")])
+    assert "Type a message below" not in view.toPlainText()
+
+
+def test_streamed_text_is_redrawn_at_most_every_redraw_interval(qtbot, view: ChatView) -> None:
+    view.begin_reply("Fake-1B")
+    assert "Fake-1B" in view.toPlainText() and "…" in view.toPlainText()
+    redraws = 0
+    original = view.redraw
+
+    def counted() -> None:
+        nonlocal redraws
+        redraws += 1
+        original()
+
+    view.redraw = counted  # type: ignore[method-assign]
+    for i in range(50):
+        view.append_reply(f"w{i} ")
+    assert redraws == 0  # fifty pieces, no redraw yet: the timer batches them
+    qtbot.waitUntil(lambda: "w49" in view.toPlainText(), timeout=REDRAW_MS * 20)
+    assert redraws == 1
+    assert view.streaming_text == "".join(f"w{i} " for i in range(50))
+
+
+def test_end_reply_keeps_the_engine_final_text_and_footer(view: ChatView) -> None:
+    view.begin_reply()
+    view.append_reply("partial te")
+    text = view.end_reply("Stopped. 3 tokens", "partial text")
+    assert text == "partial text"
+    assert view.streaming_text is None
+    assert "partial text" in view.toPlainText() and "Stopped. 3 tokens" in view.toPlainText()
+
+
+def test_copy_link_puts_the_code_on_the_clipboard(qtbot, view: ChatView) -> None:
+    reply = "Run:\n\n```python\nprint('hi')\n```\n\nand\n\n```\nls -l\n```"
+    view.set_messages([DisplayMessage("assistant", reply)])
+    assert view.code_blocks == ["print('hi')", "ls -l"]
+    with qtbot.waitSignal(view.code_copied) as blocker:
+        view.anchorClicked.emit(QUrl("copy:1"))
+    assert blocker.args == ["ls -l"]
+    assert QGuiApplication.clipboard().text() == "ls -l"
+    view.anchorClicked.emit(QUrl("copy:7"))  # a stale link does nothing
+    assert QGuiApplication.clipboard().text() == "ls -l"
+
+
+def test_streaming_does_not_pull_a_reader_who_scrolled_up(qtbot, view: ChatView) -> None:
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_messages([DisplayMessage("assistant", f"line {i}\n\n") for i in range(60)])
+    bar = view.verticalScrollBar()
+    assert bar.value() == bar.maximum() > 0
+    view.begin_reply()  # a reply starts at the end, where the user just sent
+    assert bar.value() == bar.maximum()
+    bar.setValue(10)  # then the user scrolls up to read
+    view.append_reply("more text " * 50)
+    qtbot.wait(REDRAW_MS * 3)
+    assert "more text" in view.toPlainText()
+    assert bar.value() == 10
+    bar.setValue(bar.maximum())
+    view.append_reply("\n\nthe end")
+    qtbot.waitUntil(lambda: "the end" in view.toPlainText(), timeout=REDRAW_MS * 20)
+    assert bar.value() == bar.maximum()
+
+
+def test_drafted_text_is_coloured_only_when_asked(view: ChatView) -> None:
+    message = DisplayMessage("assistant", "Hello world", drafted=(0, 6, 5))
+    view.set_messages([message])
+    colour = view._colors.drafted.lstrip("#").lower()
+    assert colour not in view.toHtml().lower()
+    view.set_colour_drafted(True)
+    assert colour in view.toHtml().lower()
