@@ -68,6 +68,8 @@ def installed_llama_backend(python: str = sys.executable) -> str | None:
     if not out or out == "-":
         return None
     names = out.lower()
+    if "ggml-rpc" not in names:
+        return "no-rpc"  # built without -DGGML_RPC=on: rebuilt, since bundles must reach workers
     if "ggml-cuda" in names:
         return "cuda"
     if "ggml-metal" in names:
@@ -76,7 +78,8 @@ def installed_llama_backend(python: str = sys.executable) -> str | None:
 
 
 def cmake_args(backend: str, native: bool) -> str:
-    args = [f"-DGGML_CUDA={'on' if backend == 'cuda' else 'off'}"]
+    # RPC: the bundles can use and be `localchat worker`s.
+    args = ["-DGGML_RPC=on", f"-DGGML_CUDA={'on' if backend == 'cuda' else 'off'}"]
     args.append(f"-DGGML_METAL={'on' if backend == 'metal' else 'off'}")
     if not native and platform.machine().lower() in ("x86_64", "amd64"):
         # -march=native would tie the bundle to the build machine's CPU; AVX2 is the common baseline.

@@ -19,6 +19,7 @@ COMMANDS: tuple[str, ...] = (
     "localchat.cli.bench",
     "localchat.cli.models",
     "localchat.cli.pull",
+    "localchat.cli.worker",
     "localchat.cli.selftest",
 )
 

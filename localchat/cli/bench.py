@@ -90,9 +90,14 @@ def run(args: argparse.Namespace) -> int:
             print("    " + rec.text.replace("\n", "\n    "))
 
     try:
-        with Engine(engine_config(args)) as engine:
+        config = engine_config(args)
+    except ValueError as exc:
+        return fail(str(exc))
+    try:
+        with Engine(config) as engine:
             info = engine.info
-            print(f"target {Path(args.model).name} on {info.backend}, {info.n_threads} threads; "
+            where = f" ({info.placement})" if info.placement != "local" else ""
+            print(f"target {Path(args.model).name} on {info.backend}{where}, {info.n_threads} threads; "
                   f"drafter: {info.draft.name if info.draft else 'none'}"
                   f"{' (' + engine.draft_problem + ')' if engine.draft_problem else ''}", flush=True)
             report = run_bench(engine, prompts, modes, args.max_tokens, on_record=show, repeat=args.repeat)

@@ -18,15 +18,33 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p-min", type=float, default=SpeculationConfig().p_min,
                    help="the draft model stops when its top probability falls below this")
     p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--rpc", default="", metavar="HOST:PORT[,HOST:PORT...]",
+                   help="spread the target over these `localchat worker`s (the drafter stays here)")
+    p.add_argument("--tensor-split", default="", metavar="LOCAL,W1[,W2...]",
+                   help="shares of the target: this computer, then each worker (default: free memory)")
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
+    """The engine's config from the shared options; ValueError with a sentence for a bad worker list."""
+    from localchat.engine.rpc_wire import parse_endpoints
+
+    rpc = getattr(args, "rpc", "") or ""
+    workers = tuple(str(e) for e in parse_endpoints(rpc)) if rpc else ()
+    split_text = getattr(args, "tensor_split", "") or ""
+    try:
+        split = tuple(float(v) for v in split_text.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"--tensor-split takes numbers separated by commas, not {split_text!r}.") from None
+    if split and not workers:
+        raise ValueError("--tensor-split needs --rpc: it shares the target between here and workers.")
     return EngineConfig(
         target_path=args.model,
         draft_path=args.draft,
         n_ctx=args.ctx,
         n_threads=args.threads,
         gpu_layers=args.gpu_layers,
+        rpc_servers=workers,
+        tensor_split=split,
     )
 
 

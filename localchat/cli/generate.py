@@ -62,11 +62,16 @@ def run(args: argparse.Namespace) -> int:
         speculation=spec,
     )
     try:
-        with Engine(engine_config(args)) as engine:
+        config = engine_config(args)
+    except ValueError as exc:
+        return fail(str(exc))
+    try:
+        with Engine(config) as engine:
             state = engine.speculation_state(spec)
             if not state.active or state.reason:
                 print(f"[speculation: {state.drafter}{' - ' + state.reason if state.reason else ''}]",
                       file=sys.stderr)
+            placement = engine.info.placement
             result = engine.generate(request, on_event=lambda e: print(e.text, end="", flush=True))
     except EngineError as exc:
         return fail(str(exc))
@@ -75,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     print()
     if result.notice:
         print(result.notice, file=sys.stderr)
-    print(f"[{result.speculation.drafter}] {result.stats.summary()}, finish: {result.finish_reason.value}",
+    where = f", target: {placement}" if placement != "local" else ""
+    finish = result.finish_reason.value
+    print(f"[{result.speculation.drafter}] {result.stats.summary()}, finish: {finish}{where}",
           file=sys.stderr)
     return 0

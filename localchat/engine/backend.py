@@ -20,7 +20,9 @@ import numpy as np
 import numpy.typing as npt
 import psutil
 
+from localchat.engine import devices
 from localchat.engine.errors import GenerationError, ModelLoadError
+from localchat.engine.placement import Placement
 
 log = logging.getLogger("localchat.engine.llama")
 
@@ -70,7 +72,7 @@ def backend_name() -> str:
     for name in ("CUDA", "Metal", "Vulkan", "ROCm", "SYCL"):
         if f"{name} :" in info or f"{name}:" in info:
             return name
-    if lc.llama_supports_gpu_offload():
+    if devices.has_local_accelerator():
         return "GPU"
     return "CPU"
 
@@ -125,14 +127,34 @@ class DecodeAborted(GenerationError):
 class Model:
     """A loaded GGUF model and its vocabulary."""
 
-    def __init__(self, path: Path, gpu_layers: int = -1, vocab_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        gpu_layers: int = -1,
+        vocab_only: bool = False,
+        placement: Placement | None = None,
+    ) -> None:
+        """``placement`` None: llama.cpp's choice (every local accelerator); else exactly those devices."""
         init_backend()
         check_gguf_file(path)
         lc = _llama()
         self.path = path
         params = lc.llama_model_default_params()
-        if gpu_layers < 0:
-            params.n_gpu_layers = 999 if lc.llama_supports_gpu_offload() else 0
+        if placement is None and devices.workers_registered():
+            # llama.cpp's default device list includes every registered worker: say "local" explicitly.
+            local = devices.local_accelerators()
+            placement = Placement(local, (), 999 if local else 0, "local")
+        if placement is not None:
+            # Kept on self: llama.cpp reads both arrays during the load.
+            self._devices = devices.device_array(placement.devices)
+            params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
+            if placement.tensor_split:
+                self._split = (ctypes.c_float * int(lc.llama_max_devices()))(*placement.tensor_split)
+                params.tensor_split = self._split
+            params.n_gpu_layers = placement.gpu_layers if gpu_layers < 0 else gpu_layers
+        elif gpu_layers < 0:
+            # Not llama_supports_gpu_offload(): it is also true for a CPU build with the RPC backend.
+            params.n_gpu_layers = 999 if devices.has_local_accelerator() else 0
         else:
             params.n_gpu_layers = gpu_layers
         params.vocab_only = vocab_only

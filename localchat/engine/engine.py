@@ -13,12 +13,16 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from localchat.catalog.gguf import read_metadata
 from localchat.engine.adaptive import AdaptivePolicy, CostModel, DraftPolicy, FixedPolicy
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
 from localchat.engine.chat_format import ChatFormatter, FitCancelled
 from localchat.engine.compat import check_compatible
+from localchat.engine.devices import add_worker, has_local_accelerator, local_accelerators
 from localchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
+from localchat.engine.placement import Placement, split_target
+from localchat.engine.rpc_wire import WorkerAddressError, parse_endpoint
 from localchat.engine.speculative import DecodeLoop
 from localchat.engine.stats import StatsRecorder
 from localchat.engine.textruns import runs_from_flags
@@ -51,6 +55,32 @@ def _model_info(m: Model) -> ModelInfo:
     )
 
 
+def _placements(config: EngineConfig) -> tuple[Placement | None, Placement | None]:
+    """Target and drafter placements: None (llama.cpp's default) unless workers are named.
+
+    With workers, the target spreads over this machine and the workers; the
+    drafter stays on this machine (its accelerators, or the CPU): it runs a
+    step per draft token, and a network round trip each would cost more than it saves.
+    """
+    if not config.rpc_servers:
+        return None, None
+    try:
+        endpoints = [parse_endpoint(s) for s in config.rpc_servers]
+    except WorkerAddressError as exc:
+        raise ModelLoadError(str(exc)) from exc
+    workers = [add_worker(e) for e in endpoints]
+    local = local_accelerators()
+    try:
+        n_layer = read_metadata(config.target_path).block_count or 32
+    except Exception as exc:  # the load itself reports a bad file in words; here only the split needs it
+        log.warning("could not read the layer count of %s: %s", config.target_path, exc)
+        n_layer = 32
+    target = split_target(local, workers, n_layer, config.tensor_split)
+    drafter = Placement(list(local), (), 999 if local else 0, "local")
+    log.info("target placement: %s (%d layers offloaded)", target.description, target.gpu_layers)
+    return target, drafter
+
+
 def _never() -> bool:
     return False
 
@@ -60,7 +90,9 @@ class Engine:
         init_backend()
         self.config = config
         threads = config.n_threads or physical_cores()
-        self.target_model = Model(Path(config.target_path), config.gpu_layers)
+        target_placement, self._draft_placement = _placements(config)
+        self.placement = target_placement.description if target_placement else "local"
+        self.target_model = Model(Path(config.target_path), config.gpu_layers, placement=target_placement)
         try:
             n_ctx = config.n_ctx
             if self.target_model.n_ctx_train > 0:
@@ -80,7 +112,8 @@ class Engine:
         self.trace_hook: Callable[[list[int], list[int], int], None] | None = None  # see DecodeLoop.trace
         if config.draft_path:
             self._load_drafter(Path(config.draft_path), n_ctx, threads)
-        self.backend = backend_name() if self.target_model.gpu_layers > 0 else "CPU"
+        on_gpu = self.target_model.gpu_layers > 0 and has_local_accelerator()
+        self.backend = backend_name() if on_gpu else "CPU"
         self.info = EngineInfo(
             backend=self.backend,
             target=_model_info(self.target_model),
@@ -89,6 +122,7 @@ class Engine:
             n_threads=threads,
             gpu_layers=self.target_model.gpu_layers,
             speculation=self.speculation_state(SpeculationConfig()),
+            placement=self.placement,
         )
         log.info(
             "loaded %s (%s, %d threads, ctx %d); drafter: %s",
@@ -104,7 +138,7 @@ class Engine:
             )
             return
         try:
-            draft = Model(path, self.config.gpu_layers)
+            draft = Model(path, self.config.gpu_layers, placement=self._draft_placement)
         except ModelLoadError as exc:
             self.draft_problem = f"The draft model could not be loaded: {exc}"
             return

@@ -141,6 +141,7 @@ class EngineInfo:
     n_threads: int
     gpu_layers: int
     speculation: SpeculationState
+    placement: str = "local"  # where the target runs: "local", "local + 2 workers", "1 worker"
 
 
 @dataclass(frozen=True)
@@ -153,3 +154,7 @@ class EngineConfig:
     n_threads: int | None = None  # None: physical cores
     gpu_layers: int = -1
     n_batch: int = 512
+    # RPC workers ("host:port") the target's layers spread over; the drafter stays local.
+    rpc_servers: tuple[str, ...] = ()
+    # Shares of the target: this machine first, then each worker (empty: by free memory).
+    tensor_split: tuple[float, ...] = ()

@@ -1,0 +1,167 @@
+"""The target split over real `localchat worker` processes on 127.0.0.1, with the real Qwen pair.
+
+Each engine runs in its own engine process (as in the app): ggml's device
+registry is per process, and a worker added in the test process would stay
+in every later model load's default device list.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from localchat.engine.rpc_wire import Endpoint, ProbeStatus, first_gone, probe
+from localchat.engine.types import (
+    ChatMessage,
+    DrafterKind,
+    EngineConfig,
+    GenerationRequest,
+    GenerationResult,
+    SpeculationConfig,
+)
+from localchat.host import EngineGone, EngineProcess
+from localchat.host.protocol import Failed, Finished, Generate, Load, Loaded, Tokens
+
+pytestmark = pytest.mark.slow
+
+PROMPT = (ChatMessage("user", "Write a Python function that returns the squares of a list of numbers."),)
+OFF = SpeculationConfig(enabled=False)
+DRAFT = SpeculationConfig(drafter=DrafterKind.MODEL, adaptive=False, draft_tokens=4)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_worker() -> tuple[subprocess.Popen[bytes], Endpoint]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localchat", "worker", "--port", str(port), "--threads", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    ep = Endpoint("127.0.0.1", port)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            pytest.fail(f"the worker exited at start: {err}")
+        if probe(ep, timeout=2).status is ProbeStatus.READY:
+            return proc, ep
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("the worker did not start listening in time")
+
+
+@pytest.fixture
+def workers() -> Iterator[list[tuple[subprocess.Popen[bytes], Endpoint]]]:
+    from localchat.engine.devices import supports_rpc
+
+    if not supports_rpc():
+        pytest.fail("llama-cpp-python was built without the RPC backend (README: CMAKE_ARGS=-DGGML_RPC=on)")
+    started: list[tuple[subprocess.Popen[bytes], Endpoint]] = []
+    try:
+        started.append(_start_worker())
+        started.append(_start_worker())
+        yield started
+    finally:
+        for proc, _ in started:
+            proc.kill()
+            proc.wait(10)
+
+
+def _run(config: EngineConfig, *requests: GenerationRequest) -> tuple[list[GenerationResult], str]:
+    proc = EngineProcess()
+    proc.start()
+    try:
+        proc.send(Load(config))
+        loaded = proc.receive(300)
+        assert isinstance(loaded, Loaded), loaded
+        results = []
+        for i, request in enumerate(requests):
+            proc.send(Generate(i, request))
+            while True:
+                reply = proc.receive(300)
+                assert reply is not None, "no reply in time"
+                if isinstance(reply, Finished):
+                    results.append(reply.result)
+                    break
+                assert not isinstance(reply, Failed), reply.message
+        return results, loaded.info.placement
+    finally:
+        proc.stop(5)
+
+
+def _req(spec: SpeculationConfig, session: str) -> GenerationRequest:
+    return GenerationRequest(messages=PROMPT, max_tokens=32, speculation=spec, session=session)
+
+
+def test_split_over_one_and_two_workers_gives_the_local_text(
+    workers, qwen_target_path: Path, qwen_draft_path: Path
+) -> None:
+    base = EngineConfig(str(qwen_target_path), str(qwen_draft_path), n_ctx=1024, n_threads=1)
+    (local_off,), where = _run(base, _req(OFF, "a"))
+    assert where == "local"
+    one = replace(base, rpc_servers=(str(workers[0][1]),))
+    (off, draft), where = _run(one, _req(OFF, "b"), _req(DRAFT, "c"))
+    assert where == "local + 1 worker"
+    assert off.text == local_off.text
+    assert draft.text == local_off.text
+    assert draft.stats.drafted > 0 and draft.stats.accepted > 0
+    two = replace(base, rpc_servers=tuple(str(ep) for _, ep in workers), tensor_split=(0.0, 1.0, 1.0))
+    (off2,), where = _run(two, _req(OFF, "d"))
+    assert where == "2 workers"
+    assert off2.text == local_off.text
+
+
+def test_unreachable_worker_at_load_is_named(qwen_target_path: Path) -> None:
+    port = _free_port()
+    config = EngineConfig(str(qwen_target_path), n_ctx=512, rpc_servers=(f"127.0.0.1:{port}",))
+    proc = EngineProcess()
+    proc.start()
+    try:
+        proc.send(Load(config))
+        reply = proc.receive(120)
+        from localchat.host.protocol import LoadFailed
+
+        assert isinstance(reply, LoadFailed), reply
+        assert f"127.0.0.1:{port}" in reply.message and "cannot be reached" in reply.message
+    finally:
+        proc.stop(5)
+
+
+def test_worker_killed_mid_reply_ends_the_engine_and_is_named(
+    workers, qwen_target_path: Path
+) -> None:
+    (worker, ep), (_, other) = workers
+    config = EngineConfig(str(qwen_target_path), n_ctx=1024, n_threads=1, rpc_servers=(str(ep),),
+                          tensor_split=(0.0, 1.0))
+    proc = EngineProcess()
+    proc.start()
+    try:
+        proc.send(Load(config))
+        assert isinstance(proc.receive(300), Loaded)
+        long = GenerationRequest(prompt="Counting: 1, 2, 3, 4, 5,", max_tokens=2000, speculation=OFF)
+        proc.send(Generate(1, long))
+        first = proc.receive(120)
+        assert isinstance(first, Tokens), first
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(10)
+        with pytest.raises(EngineGone):
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                reply = proc.receive(1.0)
+                assert not isinstance(reply, Finished), "the reply finished although its worker died"
+        assert first_gone([other, ep]) == ep
+    finally:
+        proc.kill()
