@@ -32,7 +32,9 @@ def served(smollm2_f16_path: Path) -> Iterator[Served]:
         yield s
 
 
-def ask(client: openai.OpenAI, text: str, max_tokens: int = 24, **kw: object) -> openai.types.chat.ChatCompletion:
+def ask(
+    client: openai.OpenAI, text: str, max_tokens: int = 24, **kw: object
+) -> openai.types.chat.ChatCompletion:
     return client.chat.completions.create(
         model="test-model", messages=[{"role": "user", "content": text}], max_tokens=max_tokens,
         temperature=0, **kw,  # type: ignore[arg-type]
@@ -74,16 +76,19 @@ def test_chat_non_streamed_and_streamed_give_the_same_text_with_statistics(serve
     assert streamed == text
     finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     assert len(finish) == 1 and "timings" in (finish[0].model_extra or {})
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == reply.usage.completion_tokens
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == reply.usage.completion_tokens
 
 
 def test_follow_up_turn_pays_only_for_its_new_tokens(served: Served) -> None:
     client = served.client()
     system = {"role": "system", "content": "You are a terse assistant. " * 20}
     first_msgs = [system, {"role": "user", "content": "What is 2 + 2?"}]
-    first = client.chat.completions.create(model="test-model", messages=first_msgs, max_tokens=12, temperature=0)
+    first = client.chat.completions.create(
+        model="test-model", messages=first_msgs, max_tokens=12, temperature=0)
     answer = first.choices[0].message.content or ""
-    follow = [*first_msgs, {"role": "assistant", "content": answer}, {"role": "user", "content": "And 3 + 3?"}]
+    follow = [*first_msgs, {"role": "assistant", "content": answer},
+              {"role": "user", "content": "And 3 + 3?"}]
     second = client.chat.completions.create(model="test-model", messages=follow, max_tokens=12, temperature=0)
     assert first.usage is not None and second.usage is not None
     cached = second.usage.prompt_tokens_details.cached_tokens  # type: ignore[union-attr]
@@ -121,11 +126,14 @@ def test_health_and_metrics(served: Served) -> None:
     def value(text: str, name: str) -> float:
         return float(next(line.split()[1] for line in text.splitlines() if line.startswith(name + " ")))
 
-    for name in ("llamacpp:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_accepted_tokens_total",
+    for name in ("llamacpp:spec_decode_num_draft_tokens_total",
+                 "llamacpp:spec_decode_num_accepted_tokens_total",
                  "llamacpp:spec_decode_num_drafts_total"):
         assert f"# TYPE {name} counter" in after
-    assert value(after, "llamacpp:tokens_predicted_total") >= value(before, "llamacpp:tokens_predicted_total") + 1
-    assert value(after, "localchat:requests_served_total") == value(before, "localchat:requests_served_total") + 1
+    tokens = "llamacpp:tokens_predicted_total"
+    served_total = "localchat:requests_served_total"
+    assert value(after, tokens) >= value(before, tokens) + 1
+    assert value(after, served_total) == value(before, served_total) + 1
 
 
 def test_four_concurrent_clients_get_the_sequential_texts(served: Served) -> None:
@@ -196,7 +204,8 @@ def test_bad_input_gets_the_openai_error_shape_and_the_server_keeps_serving(serv
         assert r.status_code == 401 and error_of(r)["type"] == "authentication_error"
         r = http.get("/v1/nothing")
         assert r.status_code == 404 and error_of(r)["code"] == "not_found"
-        r = http.options(chat, headers={"Origin": "https://example.com", "Access-Control-Request-Method": "POST"})
+        preflight = {"Origin": "https://example.com", "Access-Control-Request-Method": "POST"}
+        r = http.options(chat, headers=preflight)
         assert "access-control-allow-origin" not in r.headers  # no CORS unless --cors-origin
     with httpx.Client(base_url=served.url) as anonymous:
         assert anonymous.get("/health").status_code == 200  # health needs no key
