@@ -44,7 +44,8 @@ def test_cli_refuses_a_public_address_without_a_key() -> None:
 
 
 def test_cli_prints_one_url_line_once_loaded(smollm2_path: Path) -> None:
-    cmd = [sys.executable, "-m", "localchat", "serve", "--model", str(smollm2_path), "--port", "0", "--ctx", "512"]
+    cmd = [sys.executable, "-m", "localchat", "serve", "--model", str(smollm2_path),
+           "--port", "0", "--ctx", "512"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None
