@@ -17,6 +17,7 @@ from collections.abc import Sequence
 COMMANDS: tuple[str, ...] = (
     "localchat.cli.generate",
     "localchat.cli.bench",
+    "localchat.cli.serve",
     "localchat.cli.models",
     "localchat.cli.pull",
     "localchat.cli.worker",

@@ -24,8 +24,8 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                    help="shares of the target: this computer, then each worker (default: free memory)")
 
 
-def engine_config(args: argparse.Namespace) -> EngineConfig:
-    """The engine's config from the shared options; ValueError with a sentence for a bad worker list."""
+def worker_options(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """--rpc and --tensor-split as the engine takes them; ValueError with a sentence when wrong."""
     from localchat.engine.rpc_wire import parse_endpoints
 
     rpc = getattr(args, "rpc", "") or ""
@@ -37,6 +37,12 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         raise ValueError(f"--tensor-split takes numbers separated by commas, not {split_text!r}.") from None
     if split and not workers:
         raise ValueError("--tensor-split needs --rpc: it shares the target between here and workers.")
+    return workers, split
+
+
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    """The engine's config from the shared options; ValueError with a sentence for a bad worker list."""
+    workers, split = worker_options(args)
     return EngineConfig(
         target_path=args.model,
         draft_path=args.draft,

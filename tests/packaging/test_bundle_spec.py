@@ -125,3 +125,12 @@ def test_icons_exist_in_every_format_the_spec_names() -> None:
     for name in ("localchat.ico", "localchat.icns", "localchat.png"):
         data = (ROOT / "packaging" / "icons" / name).read_bytes()
         assert data[:4] in (b"\x00\x00\x01\x00", b"icns", b"\x89PNG"), name
+
+
+def test_spec_bundles_the_api_server_stack() -> None:
+    """localchat serve needs starlette and uvicorn in the bundle, with uvicorn's by-name imports."""
+    text = SPEC.read_text(encoding="utf-8")
+    excludes = text[text.index("EXCLUDES = "):text.index("# Qt libraries, plugins")]
+    assert not [m for m in ("uvicorn", "starlette", "anyio", "h11") if f'"{m}"' in excludes]
+    hidden = set(_spec_list("UVICORN_MODULES"))
+    assert {"uvicorn.loops.asyncio", "uvicorn.protocols.http.h11_impl", "uvicorn.lifespan.off"} <= hidden

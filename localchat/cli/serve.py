@@ -1,0 +1,144 @@
+"""``localchat serve``: the local OpenAI-compatible API on the engine process, headless.
+
+``--model`` takes a GGUF path or a catalog id (see ``localchat models``); the
+drafter is paired as in the app (the catalog's drafter, else a same-vocabulary
+local model, else n-gram lookup), and ``--draft`` overrides it. Once the model
+is loaded, one line with the URL goes to stdout; everything else goes to stderr.
+
+The default port, 11435, is taken by none of the local model servers
+clients already know (LM Studio 1234, Ollama 11434, Jan 1337, llama-server
+8080) nor by the usual development ports (3000, 5000, 8000, 8080, 8888).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from localchat.cli.common import fail, worker_options
+
+DEFAULT_PORT = 11435
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve the model over a local OpenAI-compatible API (headless)")
+    p.add_argument("--model", required=True, help="target GGUF file, or a catalog id (localchat models)")
+    p.add_argument("--draft", help="draft model GGUF (default: paired as in the app)")
+    p.add_argument("--no-spec", action="store_true",
+                   help="speculation off unless a request asks for it (no drafter is paired)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; any other needs --api-key)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"port (default {DEFAULT_PORT}; 0: any free)")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request")
+    p.add_argument("--cors-origin", action="append", default=[],
+                   help="allow browser pages from this origin (repeatable; default: none)")
+    p.add_argument("--allowed-host", action="append", default=[],
+                   help="another Host header name to accept (e.g. behind a reverse proxy)")
+    p.add_argument("--ctx", type=int, default=8192, help="context length in tokens (default 8192)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload (-1: all on a GPU)")
+    p.add_argument("--rpc", default="", metavar="HOST:PORT[,HOST:PORT...]",
+                   help="spread the target over these `localchat worker`s (the drafter stays here)")
+    p.add_argument("--tensor-split", default="", metavar="LOCAL,W1[,W2...]",
+                   help="shares of the target: this computer, then each worker (default: free memory)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="most tokens one reply may ask for (default: the context length)")
+    p.add_argument("--queue-size", type=int, default=16,
+                   help="requests that may wait for the engine before 429 (default 16)")
+    p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body in MB (default 8)")
+    p.add_argument("--name", default=None, help="model id clients see (default: catalog id or file name)")
+    p.set_defaults(func=run)
+
+
+def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str | None, str, str]:
+    """(target path, draft path, model id, pairing sentence) for a path or a catalog id; ValueError."""
+    from localchat.catalog.drafters import DRAFT_MODEL, load_catalog
+    from localchat.catalog.library import Library, default_models_dir, hf_cache_dir, pair_drafter
+
+    library = Library([default_models_dir(), hf_cache_dir()])
+    catalog: Any = None
+    try:
+        catalog = load_catalog()
+    except Exception as exc:  # a broken catalog must not keep a local file from being served
+        logging.getLogger(__name__).warning("catalog: %s", exc)
+    path = Path(spec).expanduser()
+    if path.is_file():
+        target, model_id = path, path.name.removesuffix(".gguf")
+    else:
+        entry = None
+        if catalog is not None:
+            try:
+                entry = catalog.get(spec)
+            except KeyError:
+                entry = None
+        if entry is None:
+            raise ValueError(
+                f"{spec} is neither a GGUF file nor a catalog id (`localchat models` lists them).")
+        local = library.find_file(entry.default_quant.filename, entry.default_quant.repo)
+        if local is None:
+            raise ValueError(
+                f"{entry.display_name} is not downloaded yet: run `localchat pull {spec}` first.")
+        target, model_id = local.path, entry.id
+    if draft is not None:
+        if not Path(draft).expanduser().is_file():
+            raise ValueError(f"The draft model {draft} does not exist.")
+        return str(target), str(Path(draft).expanduser()), model_id, f"{Path(draft).name} drafts (--draft)."
+    if no_spec or catalog is None:
+        return str(target), None, model_id, "Speculation is off unless a request asks for it."
+    pairing = pair_drafter(target, catalog, library)
+    draft_path = str(pairing.draft_path) if pairing.kind == DRAFT_MODEL and pairing.draft_path else None
+    return str(target), draft_path, model_id, pairing.reason
+
+
+def run(args: argparse.Namespace) -> int:
+    from localchat.engine.types import EngineConfig
+    from localchat.host.scheduler import BrokerError, EngineBroker
+    from localchat.server import BindError, ServerSettings, ServerThread, bind_socket, create_app, is_loopback
+
+    logging.basicConfig(level=logging.WARNING, format="localchat: %(levelname)s %(name)s: %(message)s")
+    if not is_loopback(args.host) and not args.api_key:
+        return fail(f"Listening on {args.host} lets other computers reach the model, so it needs an API key: "
+                    "add --api-key KEY (clients send it as 'Authorization: Bearer KEY').")
+    if args.queue_size < 1 or args.ctx < 256 or (args.max_tokens is not None and args.max_tokens < 1):
+        return fail("--queue-size and --max-tokens must be at least 1, and --ctx at least 256.")
+    try:
+        target, draft, model_id, pairing = resolve_model(args.model, args.draft, args.no_spec)
+        sock = bind_socket(args.host, args.port)
+    except (ValueError, BindError) as exc:
+        return fail(str(exc))
+    print(f"localchat: loading {Path(target).name}; {pairing}", file=sys.stderr)
+    try:
+        workers, split = worker_options(args)
+    except ValueError as exc:
+        return fail(str(exc))
+    config = EngineConfig(target_path=target, draft_path=draft, n_ctx=args.ctx, n_threads=args.threads,
+                          gpu_layers=args.gpu_layers, rpc_servers=workers, tensor_split=split)
+    broker = EngineBroker(config, max_queue=args.queue_size)
+    settings = ServerSettings(
+        model_id=args.name or model_id, host=args.host, api_key=args.api_key,
+        cors_origins=tuple(args.cors_origin), allowed_hosts=tuple(args.allowed_host),
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_tokens=args.max_tokens,
+        default_mode="off" if args.no_spec else "adaptive",
+    )
+    server = ServerThread(create_app(broker, settings), sock)
+    broker.start()
+    try:
+        server.start()  # /health answers 503 while the model loads
+        try:
+            info = broker.wait_ready()
+        except BrokerError as exc:
+            return fail(str(exc))
+        spec = info.speculation.drafter if info.speculation.active else "off"
+        print(f"localchat serving {settings.model_id} at {server.url}/v1 (speculation: {spec})", flush=True)
+        while server.is_alive():
+            server.join(0.5)
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
+        broker.close()

@@ -1,0 +1,513 @@
+"""The ASGI app: routes, the guard in front of them, and streaming replies as server-sent events.
+
+Every generation request becomes one job on the EngineBroker (host layer);
+the broker thread hands events to the job's queue and wakes this event loop
+through ``loop.call_soon_threadsafe``, so no thread waits per request.
+
+A streamed reply sends its headers only once the job's first event arrives:
+a request that fails before any token (a prompt longer than the context, a
+model that is restarting and fails to load) still gets its real status code
+and the OpenAI error shape. A client that disconnects, before or during the
+reply, cancels its job; the engine stops at its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import queue
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from localchat.engine.types import GenerationResult
+from localchat.host.scheduler import (
+    BrokerError,
+    BrokerState,
+    EngineBroker,
+    JobEvent,
+    JobFailed,
+    JobFinished,
+    JobHandle,
+    JobTokens,
+    QueueFull,
+)
+from localchat.server import shapes
+from localchat.server.errors import ApiError, bad_request, server_error
+from localchat.server.metrics import Metrics
+from localchat.server.parsing import Limits, ParsedRequest, parse_chat, parse_completion
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+DISCONNECT_CHECK_S = 0.5
+LOADING_RETRY_AFTER_S = 5
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    model_id: str  # what /v1/models lists and clients send as "model"
+    host: str = "127.0.0.1"
+    api_key: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()  # more Host header names to accept (a reverse proxy's)
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_tokens: int | None = None  # None: the loaded context length
+    default_mode: str = "adaptive"
+
+
+def host_name(header: str) -> str:
+    """The name part of a Host header: "[::1]:8080" -> "::1", "localhost:11435" -> "localhost"."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class Guard:
+    """ASGI middleware: the Host header check (against DNS rebinding), the API key, the body size."""
+
+    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
+        self.app = app
+        self.settings = settings
+        self.any_host = settings.host in WILDCARD_HOSTS
+        self.hosts = LOOPBACK_NAMES | {settings.host.lower()} | {h.lower() for h in settings.allowed_hosts}
+
+    def _problem(self, scope: Scope) -> ApiError | None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = headers.get("host")
+        if host is not None and not self.any_host and host_name(host) not in self.hosts:
+            # A page whose DNS name was rebound to 127.0.0.1 still sends its own name here.
+            return ApiError(403, f"This server answers only requests addressed to "
+                                 f"{self.settings.host} or localhost, not {host_name(host)!r}.",
+                            code="host_not_allowed")
+        key = self.settings.api_key
+        if key and scope.get("path") != "/health" and scope.get("method") != "OPTIONS":
+            auth = headers.get("authorization", "")
+            given = auth[7:].strip() if auth.lower().startswith("bearer ") else headers.get("x-api-key", "")
+            if not hmac.compare_digest(given.encode(), key.encode()):
+                return ApiError(401, "A valid API key is required: send it as 'Authorization: Bearer KEY'.",
+                                type="authentication_error", code="invalid_api_key")
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.settings.max_body_bytes:
+            return ApiError(413, f"The request body is {int(length)} bytes; this server accepts at most "
+                                 f"{self.settings.max_body_bytes}.", code="body_too_large")
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            problem = self._problem(scope)
+            if problem is not None:
+                await problem.response()(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class JobStream:
+    """One job's events, awaited on the event loop (the broker thread wakes it through ``notify``)."""
+
+    def __init__(self, broker: EngineBroker, parsed: ParsedRequest) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self.broker = broker
+        try:
+            self.handle: JobHandle = broker.submit(
+                parsed.request, source="api:" + parsed.request.session, notify=self._notify
+            )
+        except QueueFull as exc:
+            raise ApiError(429, str(exc), type="rate_limit_error", code="queue_full",
+                           headers={"Retry-After": str(exc.retry_after_s)}) from exc
+        except BrokerError as exc:
+            raise ApiError(503, str(exc), type="unavailable_error", code="engine_unavailable",
+                           headers={"Retry-After": str(LOADING_RETRY_AFTER_S)}) from exc
+
+    def _notify(self) -> None:
+        self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def next(self, is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> JobEvent | None:
+        """The next event; None if ``is_disconnected`` says the client left while waiting."""
+        while True:
+            self._wake.clear()
+            try:
+                return self.handle.events.get_nowait()
+            except queue.Empty:
+                pass
+            if is_disconnected is None:
+                await self._wake.wait()
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), DISCONNECT_CHECK_S)
+            except TimeoutError:
+                if await is_disconnected():
+                    return None
+
+    def close(self) -> None:
+        """Cancel the job unless it has ended (the client left, or the response failed)."""
+        if not self.handle.done:
+            self.broker.cancel(self.handle)
+
+
+def job_error(event: JobFailed) -> ApiError:
+    # The engine's context-overflow sentence is the only failure a client can fix by sending less;
+    # the protocol carries only the sentence, whose wording the engine keeps ("context window").
+    if "context window" in event.message:
+        return bad_request(event.message, "messages", "context_length_exceeded")
+    if event.engine_died:
+        return server_error(event.message, "engine_died")
+    return server_error(event.message)
+
+
+class EventStream(Response):
+    """Server-sent events from ``chunks``; ``on_close`` runs however it ends (done, failed, client gone)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
+        # Not Response.__init__: it would declare Content-Length 0 for the (empty) body.
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        self.chunks = chunks
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async with anyio.create_task_group() as tg:
+
+                async def watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    tg.cancel_scope.cancel()
+
+                async def pump() -> None:
+                    async for chunk in self.chunks:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(watch)
+                tg.start_soon(pump)
+        except OSError:
+            pass  # the client went away mid-send
+        finally:
+            self.on_close()
+
+
+def sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+class Api:
+    """The routes, over one broker; ``app`` is the Starlette application."""
+
+    def __init__(self, broker: EngineBroker, settings: ServerSettings) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.metrics = Metrics()
+        self.started = int(time.time())
+        routes = [
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/models", self.models, methods=["GET"]),
+            Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            Route("/chat/completions", self.chat, methods=["POST"]),
+            Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/completion", self.native_completion, methods=["POST"]),
+            Route("/completions", self.native_completion, methods=["POST"]),
+            Route("/health", self.health, methods=["GET"]),
+            Route("/v1/health", self.health, methods=["GET"]),
+            Route("/metrics", self.metrics_text, methods=["GET"]),
+        ]
+        middleware = []
+        if settings.cors_origins:
+            middleware.append(Middleware(
+                CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type", "x-api-key"],
+            ))
+        middleware.append(Middleware(Guard, settings=settings))
+        self.app = Starlette(
+            routes=routes,
+            middleware=middleware,
+            exception_handlers={HTTPException: self._http_error, Exception: self._unexpected},
+        )
+
+    # -- helpers ----------------------------------------------------------------------
+    async def _http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            message = f"There is no {request.url.path} here; the API is under /v1 (GET /v1/models)."
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}."
+        else:
+            message = str(exc.detail)
+        code = "not_found" if exc.status_code == 404 else None
+        return ApiError(exc.status_code, message, code=code).response()
+
+    async def _unexpected(self, request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error answering %s", request.url.path)
+        return server_error(f"The server failed while answering ({type(exc).__name__}); it keeps serving.",
+                            "internal_error").response()
+
+    def limits(self) -> Limits:
+        info = self.broker.info
+        ceiling = self.settings.max_tokens or (info.n_ctx if info is not None else self.broker.config.n_ctx)
+        return Limits(max_tokens=ceiling, default_mode=self.settings.default_mode)
+
+    async def read_json(self, request: Request) -> dict[str, Any]:
+        limit = self.settings.max_body_bytes
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"The request body is larger than {limit} bytes, the most this "
+                                    "server accepts.", code="body_too_large")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        if not raw.strip():
+            raise bad_request("The request body is empty; send a JSON object.", None, "invalid_json")
+        try:
+            body = json.loads(raw)
+        except UnicodeDecodeError:
+            raise bad_request("The request body is not UTF-8 text.", None, "invalid_json") from None
+        except json.JSONDecodeError as exc:
+            raise bad_request(f"The request body is not valid JSON ({exc.msg} at line {exc.lineno}, "
+                              f"column {exc.colno}).", None, "invalid_json") from None
+        if not isinstance(body, dict):
+            raise bad_request("The request body must be a JSON object.", None, "invalid_json")
+        return body
+
+    def check_model(self, name: str | None) -> None:
+        if name is None:
+            return
+        info = self.broker.info
+        names = {self.settings.model_id.lower()}
+        if info is not None:
+            file = info.target.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+            names |= {file, file.removesuffix(".gguf"), info.target.name.lower()}
+        if name.lower() not in names:
+            raise ApiError(404, f"The model {name!r} is not served here; this server serves "
+                                f"{self.settings.model_id!r} (GET /v1/models lists it).",
+                           param="model", code="model_not_found")
+
+    def check_ready(self) -> None:
+        if self.broker.ever_loaded:
+            return  # after a crash the engine restarts behind the queue; requests wait for it
+        if self.broker.state is BrokerState.FAILED:
+            raise ApiError(503, f"The model could not be loaded: {self.broker.load_error}",
+                           type="unavailable_error", code="model_load_failed")
+        raise ApiError(503, "The model is still loading; try again in a few seconds.",
+                       type="unavailable_error", code="model_loading",
+                       headers={"Retry-After": str(LOADING_RETRY_AFTER_S)})
+
+    async def parsed(self, request: Request, parse: Callable[..., ParsedRequest], **kw: Any) -> ParsedRequest:
+        body = await self.read_json(request)
+        self.check_ready()
+        parsed = parse(body, self.broker.info, self.limits(), **kw)
+        self.check_model(parsed.model)
+        return parsed
+
+    async def run_to_end(self, request: Request, job: JobStream) -> GenerationResult | None:
+        """Wait for the job's result (None: the client left, the job was cancelled)."""
+        try:
+            while True:
+                event = await job.next(request.is_disconnected)
+                if event is None:
+                    return None
+                if isinstance(event, JobFinished):
+                    self.metrics.record(event.result.stats)
+                    return event.result
+                if isinstance(event, JobFailed):
+                    self.metrics.record_failure()
+                    raise job_error(event)
+        finally:
+            job.close()
+
+    async def first_event(self, request: Request, job: JobStream) -> JobEvent | None:
+        try:
+            event = await job.next(request.is_disconnected)
+        except BaseException:
+            job.close()
+            raise
+        if event is None:
+            job.close()
+        elif isinstance(event, JobFailed):
+            self.metrics.record_failure()
+            job.close()
+            raise job_error(event)
+        return event
+
+    def stream(
+        self, job: JobStream, first: JobEvent, render: Callable[[JobEvent], list[bytes]]
+    ) -> EventStream:
+        async def chunks() -> AsyncIterator[bytes]:
+            event: JobEvent | None = first
+            while event is not None:
+                if isinstance(event, JobFinished):
+                    self.metrics.record(event.result.stats)
+                elif isinstance(event, JobFailed):
+                    self.metrics.record_failure()
+                for chunk in render(event):
+                    yield chunk
+                if not isinstance(event, JobTokens):
+                    return
+                event = await job.next()
+
+        return EventStream(chunks(), job.close)
+
+    # -- routes -----------------------------------------------------------------------
+    async def models(self, request: Request) -> Response:
+        info = self.broker.info
+        entry: dict[str, Any] = {"id": self.settings.model_id, "object": "model", "created": self.started,
+                                 "owned_by": "localchat"}
+        if info is not None:
+            entry["meta"] = {"n_ctx": info.n_ctx, "n_params": info.target.n_params,
+                             "draft": info.draft.name if info.draft is not None else None}
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    async def health(self, request: Request) -> Response:
+        state = self.broker.state
+        if state is BrokerState.READY:
+            return JSONResponse({"status": "ok"})
+        if state is BrokerState.FAILED:
+            return ApiError(503, f"The model could not be loaded: {self.broker.load_error}",
+                            type="unavailable_error", code="model_load_failed").response()
+        return ApiError(503, "Loading model", type="unavailable_error", code="model_loading",
+                        headers={"Retry-After": str(LOADING_RETRY_AFTER_S)}).response()
+
+    async def metrics_text(self, request: Request) -> Response:
+        text = self.metrics.render(lambda: int(self.broker.busy), lambda: self.broker.queued)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    async def chat(self, request: Request) -> Response:
+        try:
+            parsed = await self.parsed(request, parse_chat)
+            return await self._chat(request, parsed)
+        except ApiError as exc:
+            return exc.response()
+
+    async def _chat(self, request: Request, parsed: ParsedRequest) -> Response:
+        rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.settings.model_id
+        job = JobStream(self.broker, parsed)
+        if not parsed.stream:
+            result = await self.run_to_end(request, job)
+            if result is None:
+                return Response(status_code=499)
+            body = shapes.chat_completion(rid, created, model, result, parsed.mode, parsed.warning)
+            return JSONResponse(body)
+        first = await self.first_event(request, job)
+        if first is None:
+            return Response(status_code=499)
+        opening = [sse(shapes.chat_chunk(rid, created, model, {"role": "assistant", "content": ""}))]
+
+        def render(event: JobEvent) -> list[bytes]:
+            out, opening[:] = list(opening), []
+            if isinstance(event, JobTokens):
+                if event.event.text:
+                    out.append(sse(shapes.chat_chunk(rid, created, model, {"content": event.event.text})))
+            elif isinstance(event, JobFinished):
+                result = event.result
+                last = shapes.chat_chunk(rid, created, model, {}, shapes.finish_reason(result.finish_reason))
+                last["timings"] = shapes.timings(result.stats)
+                last.update(shapes.extras(result, parsed.mode, parsed.warning))
+                out.append(sse(last))
+                if parsed.include_usage:
+                    tail = shapes.chat_chunk(rid, created, model, {})
+                    tail["choices"] = []
+                    tail["usage"] = shapes.usage(result.stats)
+                    tail["timings"] = last["timings"]
+                    out.append(sse(tail))
+                out.append(b"data: [DONE]\n\n")
+            else:
+                out.append(sse(job_error(event).body()))
+            return out
+
+        return self.stream(job, first, render)
+
+    async def completions(self, request: Request) -> Response:
+        try:
+            parsed = await self.parsed(request, parse_completion)
+            return await self._completions(request, parsed)
+        except ApiError as exc:
+            return exc.response()
+
+    async def _completions(self, request: Request, parsed: ParsedRequest) -> Response:
+        rid, created, model = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.settings.model_id
+        job = JobStream(self.broker, parsed)
+        if not parsed.stream:
+            result = await self.run_to_end(request, job)
+            if result is None:
+                return Response(status_code=499)
+            body = shapes.text_completion(rid, created, model, result, parsed.mode, parsed.warning)
+            return JSONResponse(body)
+        first = await self.first_event(request, job)
+        if first is None:
+            return Response(status_code=499)
+
+        def render(event: JobEvent) -> list[bytes]:
+            if isinstance(event, JobTokens):
+                text = event.event.text
+                return [sse(shapes.text_chunk(rid, created, model, text))] if text else []
+            if isinstance(event, JobFinished):
+                result = event.result
+                last = shapes.text_chunk(rid, created, model, "", shapes.finish_reason(result.finish_reason))
+                last["timings"] = shapes.timings(result.stats)
+                last.update(shapes.extras(result, parsed.mode, parsed.warning))
+                if parsed.include_usage:
+                    last["usage"] = shapes.usage(result.stats)
+                return [sse(last), b"data: [DONE]\n\n"]
+            return [sse(job_error(event).body())]
+
+        return self.stream(job, first, render)
+
+    async def native_completion(self, request: Request) -> Response:
+        try:
+            parsed = await self.parsed(request, parse_completion, native=True)
+            return await self._native(request, parsed)
+        except ApiError as exc:
+            return exc.response()
+
+    async def _native(self, request: Request, parsed: ParsedRequest) -> Response:
+        model = self.settings.model_id
+        job = JobStream(self.broker, parsed)
+        if not parsed.stream:
+            result = await self.run_to_end(request, job)
+            if result is None:
+                return Response(status_code=499)
+            return JSONResponse(shapes.native_final(model, result, parsed.mode, parsed.warning, result.text))
+        first = await self.first_event(request, job)
+        if first is None:
+            return Response(status_code=499)
+
+        def render(event: JobEvent) -> list[bytes]:
+            if isinstance(event, JobTokens):
+                text = event.event.text
+                return [sse({"content": text, "stop": False})] if text else []
+            if isinstance(event, JobFinished):
+                return [sse(shapes.native_final(model, event.result, parsed.mode, parsed.warning, ""))]
+            return [sse(job_error(event).body())]
+
+        return self.stream(job, first, render)
+
+
+def create_app(broker: EngineBroker, settings: ServerSettings) -> Starlette:
+    return Api(broker, settings).app
+
