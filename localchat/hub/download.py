@@ -494,7 +494,6 @@ class DownloadJob:
 
     def _translate(self, exc: BaseException, item: DownloadItem, part: Path | None = None) -> DownloadError:
         """One clear sentence for whatever huggingface-hub, httpx or the OS raised."""
-        import httpx2
         from huggingface_hub import errors as hf
 
         name = Path(item.filename).name
@@ -541,7 +540,12 @@ class DownloadJob:
         )
         if isinstance(exc, hf.OfflineModeIsEnabled | hf.LocalEntryNotFoundError):
             return NotAvailableOfflineError(f"Offline mode is on and {name} is not downloaded yet.")
-        if isinstance(exc, httpx2.TransportError | ConnectionError | TimeoutError):
+        # A transport failure (refused, reset, timed out) reaches us as the HTTP client's own error,
+        # which huggingface-hub re-exports as errors.HTTPError; one with no response never got an answer.
+        # Importing the client itself would tie us to whichever one a huggingface-hub release bundles.
+        client_error = getattr(hf, "HTTPError", ())  # re-exported but not in errors.__all__
+        no_answer = isinstance(exc, client_error) and status is None
+        if no_answer or isinstance(exc, ConnectionError | TimeoutError):
             if part is None:
                 return ConnectionLostError(
                     f"Cannot reach the hub at {self.hub_url} to download {name}; check the connection "
