@@ -284,6 +284,7 @@ class _Remote:
     sha256: str
     commit: str
     same_host: bool
+    sha_source: str = "the hub published"  # or "the catalog pins", for the mismatch sentence
 
 
 class DownloadJob:
@@ -401,21 +402,23 @@ class DownloadJob:
                 log.warning("hub unreachable, using the verified local %s: %s", path, exc)
                 return None
             raise err from exc
-        sha = (meta.etag or "").lower()
-        if not _SHA256_RE.match(sha):
-            sha = item.sha256.lower()
+        published = (meta.etag or "").lower()
+        if not _SHA256_RE.match(published):
+            published = ""
+        pinned = item.sha256.lower()
+        # A checksum pinned in the catalog wins: it names the exact file the pairing was tested with,
+        # and a repository whose file changed (re-quantised, replaced) must not slip in under it.
+        if pinned and published and pinned != published:
+            raise ChecksumMismatchError(
+                f"{Path(item.filename).name} in {item.repo} is no longer the file the catalog pins: the hub "
+                f"publishes SHA-256 {published[:12]}..., the catalog expects {pinned[:12]}...; "
+                "nothing was downloaded."
+            )
+        sha = pinned or published
         if not sha:
             raise DownloadError(
                 f"The hub did not publish a SHA-256 for {item.filename} in {item.repo}, so it cannot be "
                 "verified and was not downloaded."
-            )
-        if item.sha256 and item.sha256.lower() != sha:
-            log.warning(
-                "%s/%s: the hub's SHA-256 %s differs from the catalog's %s; the hub's is checked",
-                item.repo,
-                item.filename,
-                sha,
-                item.sha256,
             )
         if meta.size is None:
             raise DownloadError(
@@ -426,7 +429,8 @@ class DownloadJob:
             if path.is_file() and marker.read_text().strip() == sha and path.stat().st_size == meta.size:
                 return None
         same_host = urlsplit(meta.location).netloc == urlsplit(url).netloc
-        return _Remote(meta.location, int(meta.size), sha, meta.commit_hash or "", same_host)
+        source = "the catalog pins" if pinned else "the hub published"
+        return _Remote(meta.location, int(meta.size), sha, meta.commit_hash or "", same_host, source)
 
     def _check_space(self, todo: list[tuple[int, _Remote]]) -> None:
         needed = 0
@@ -483,7 +487,7 @@ class DownloadJob:
         if got != remote.sha256:
             part.unlink(missing_ok=True)
             raise ChecksumMismatchError(
-                f"{Path(item.filename).name} from {item.repo} did not match the SHA-256 the hub published "
+                f"{Path(item.filename).name} from {item.repo} did not match the SHA-256 {remote.sha_source} "
                 f"(got {got[:12]}..., expected {remote.sha256[:12]}...); the file was deleted and not used."
             )
         marker = path.with_name(path.name + MARKER_SUFFIX)

@@ -283,3 +283,23 @@ def test_redirect_to_a_content_url_like_the_real_hub(
     methods = [(r.method, r.path.split("/")[1]) for r in hub.requests]
     assert methods[0] == ("HEAD", "org")  # the resolve URL answers 302 with the LFS metadata
     assert [m for m in methods if m[0] == "GET"] == [("GET", "cdn"), ("GET", "cdn")]  # body, then the rest
+
+
+def test_a_pinned_sha256_wins_over_the_hubs(hub: HubServer, models: Path, pair: tuple[bytes, bytes]) -> None:
+    """The catalog pins one file; the hub now serves another: refuse it (it was a warning and success)."""
+    pinned = DownloadItem(TARGET.repo, TARGET.filename, sha256=hashlib.sha256(b"the tested file").hexdigest())
+    with pytest.raises(ChecksumMismatchError, match="no longer the file the catalog pins"):
+        DownloadJob([pinned], models, endpoint=hub.url).run()
+    assert not any(models.rglob("target-q4_k_m.gguf*"))
+    assert hub.gets(TARGET.filename) == []  # refused before the body was fetched
+
+
+def test_a_pinned_sha256_is_checked_when_the_hub_publishes_none(
+    hub: HubServer, models: Path, pair: tuple[bytes, bytes]
+) -> None:
+    hub.fake_sha[TARGET.filename] = "not-a-sha256"
+    pinned = DownloadItem(TARGET.repo, TARGET.filename, sha256=hashlib.sha256(b"the tested file").hexdigest())
+    with pytest.raises(ChecksumMismatchError, match="did not match the SHA-256 the catalog pins"):
+        DownloadJob([pinned], models, endpoint=hub.url).run()
+    good = DownloadItem(TARGET.repo, TARGET.filename, sha256=hashlib.sha256(pair[0]).hexdigest())
+    assert DownloadJob([good], models, endpoint=hub.url).run()[0].read_bytes() == pair[0]
