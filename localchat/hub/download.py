@@ -14,11 +14,14 @@ interrupted at 9 GB starts again from zero after a cancel or an app restart.
 Here the partial file is ``<name>.part`` next to the final file, and the next
 job resumes it with a Range request.
 
-The SHA-256 is computed while the bytes are written (a partial file is hashed
-once when a resume starts), compared with the hub's before the file gets its
-final name, and recorded in ``<name>.sha256`` (the same marker the PyPI-hosted
-source writes), so a verified file is recognised offline without hashing
-gigabytes again. Files land in ``<models>/<owner>/<repo>/<filename>``; a repo
+One job at a time writes a destination: a lock file under ``<models>/.locks/``
+is taken without waiting, and a second job says the file is already being
+downloaded. The SHA-256 is computed over the finished ``.part`` file on disk
+(what will be loaded, not the stream that was received), compared with the
+catalog's pinned value or else the hub's before the file gets its final name,
+and recorded in ``<name>.sha256`` (the same marker the PyPI-hosted source
+writes), so a verified file is recognised offline without hashing gigabytes
+again. Files land in ``<models>/<owner>/<repo>/<filename>``; a repo
 id or file name that would leave the models folder is refused before any
 request.
 """
@@ -43,6 +46,7 @@ from urllib.parse import urlsplit
 from localchat.catalog.drafters import is_safe_relative_path
 from localchat.hub.errors import (
     AccessDeniedError,
+    AlreadyDownloadingError,
     ChecksumMismatchError,
     ConnectionLostError,
     DownloadCancelled,
@@ -65,6 +69,8 @@ _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 PART_SUFFIX = ".part"
 MARKER_SUFFIX = ".sha256"
+LOCK_SUFFIX = ".lock"
+LOCK_DIR = ".locks"
 
 
 @dataclass(frozen=True)
@@ -229,52 +235,17 @@ class _Bar:
         return None
 
 
-class _HashingWriter:
-    """A file wrapper that hashes what is written, so verification needs no second read."""
-
-    def __init__(self, fh: BinaryIO, path: Path, is_cancelled: Callable[[], bool]) -> None:
-        self.fh = fh
-        self.path = path
-        self.is_cancelled = is_cancelled
-        self.digest = hashlib.sha256()
-        self._rehash(fh.tell())
-
-    def _rehash(self, upto: int) -> None:
-        self.digest = hashlib.sha256()
-        if upto <= 0:
-            return
-        with self.path.open("rb") as src:
-            left = upto
-            while left > 0:
-                if self.is_cancelled():
-                    raise _Cancelled
-                block = src.read(min(HASH_BLOCK, left))
-                if not block:
-                    break
-                self.digest.update(block)
-                left -= len(block)
-
-    def write(self, data: bytes) -> int:
-        n = self.fh.write(data)
-        self.digest.update(data)
-        return n
-
-    def tell(self) -> int:
-        return self.fh.tell()
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        return self.fh.seek(pos, whence)
-
-    def truncate(self, size: int | None = None) -> int:
-        # huggingface-hub truncates when a server ignores the Range header and
-        # restarts the body from byte 0: the hash must restart with it.
-        result = self.fh.truncate(size)
-        self.fh.flush()
-        self._rehash(self.fh.tell() if size is None else size)
-        return result
-
-    def flush(self) -> None:
-        self.fh.flush()
+def _hash_file(path: Path, is_cancelled: Callable[[], bool], tracker: _Tracker | None = None) -> str:
+    """SHA-256 of the bytes on disk (what will be loaded), checking for cancel between blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as src:
+        while block := src.read(HASH_BLOCK):
+            if is_cancelled():
+                raise _Cancelled
+            digest.update(block)
+            if tracker is not None:
+                tracker.emit()
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -448,14 +419,45 @@ class DownloadJob:
                 f"which has {human_bytes(free)} free."
             )
 
+    def lock_path(self, k: int) -> Path:
+        """The lock file of item ``k``: kept apart so the models folder holds only models and markers."""
+        root = self.models_dir.resolve()
+        flat = "--".join(self.paths[k].relative_to(root).parts)  # one flat folder: never mistaken for a model
+        path = root / LOCK_DIR / (flat + LOCK_SUFFIX)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
     def _fetch(self, k: int, remote: _Remote, tracker: _Tracker) -> None:
+        from filelock import FileLock, Timeout
+
+        item, path = self.items[k], self.paths[k]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # One writer per destination: two jobs appending to the same .part (two `localchat pull`, or the
+        # model manager reopened mid-download) interleave their bytes into a corrupt file.
+        lock = FileLock(str(self.lock_path(k)), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise AlreadyDownloadingError(
+                f"{Path(item.filename).name} is already being downloaded (by this app or another "
+                "`localchat pull`); wait for that download to finish, or cancel it, and try again."
+            ) from None
+        try:
+            marker = path.with_name(path.name + MARKER_SUFFIX)
+            with contextlib.suppress(OSError):  # the other job may have finished while we waited
+                if marker.read_text().strip() == remote.sha256 and path.stat().st_size == remote.size:
+                    return
+            self._fetch_locked(k, remote, tracker)
+        finally:
+            lock.release()
+
+    def _fetch_locked(self, k: int, remote: _Remote, tracker: _Tracker) -> None:
         from huggingface_hub import constants
         from huggingface_hub.file_download import http_get
         from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # documented public path
 
         item, path = self.items[k], self.paths[k]
         part = _part(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         have = _size(part)
         if have > remote.size:  # a different file was here before: start over
             part.unlink()
@@ -466,24 +468,24 @@ class DownloadJob:
         constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, CHUNK)
         try:
             with part.open("ab") as fh:
-                writer = _HashingWriter(cast(BinaryIO, fh), part, self.is_cancelled)
                 http_get(
                     remote.url,
-                    cast(BinaryIO, writer),
+                    cast(BinaryIO, fh),
                     resume_size=have,
                     headers=headers,
                     expected_size=remote.size,
                     displayed_filename=Path(item.filename).name,
                     tqdm_class=cast(Any, type("_JobBar", (_Bar,), {"tracker": tracker})),
                 )
-                writer.flush()
-                got = writer.digest.hexdigest()
+            tracker.phase = "verifying"
+            tracker.emit(force=True)
+            # The bytes on disk are what will be loaded, so they are what is hashed: a hash of the stream
+            # would vouch for a file that anything else wrote into meanwhile.
+            got = _hash_file(part, self.is_cancelled, tracker)
         except _Cancelled:
             raise
         except Exception as exc:
             raise self._translate(exc, item, part) from exc
-        tracker.phase = "verifying"
-        tracker.emit(force=True)
         if got != remote.sha256:
             part.unlink(missing_ok=True)
             raise ChecksumMismatchError(
