@@ -157,7 +157,7 @@ class ModelManagerDialog(QDialog):
             downloader.finished.connect(self._on_downloader_finished)
             downloader.failed.connect(self._on_downloader_failed)
             # Reopened while a download runs: show that download (progress, cancel) instead of idle.
-            running = getattr(downloader, "running", dict)()
+            running: dict[object, str] = getattr(downloader, "running", dict)()
             if running:
                 self._job = next(iter(running))
                 self.progress.setRange(0, 0)
