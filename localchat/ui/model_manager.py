@@ -156,6 +156,12 @@ class ModelManagerDialog(QDialog):
             downloader.progress.connect(self._on_downloader_progress)
             downloader.finished.connect(self._on_downloader_finished)
             downloader.failed.connect(self._on_downloader_failed)
+            # Reopened while a download runs: show that download (progress, cancel) instead of idle.
+            running: dict[object, str] = getattr(downloader, "running", dict)()
+            if running:
+                self._job = next(iter(running))
+                self.progress.setRange(0, 0)
+                self.catalog_message.setText("Downloading…")
 
     # -- filling the tables ---------------------------------------------------------------
 

@@ -14,7 +14,19 @@ def _str(s: str | bytes) -> bytes:
     return struct.pack("<Q", len(b)) + b
 
 
+class RawValue(bytes):
+    """A value's bytes as written (type id included), for headers no well-behaved writer makes."""
+
+
+def nested_arrays(depth: int) -> RawValue:
+    """An array of one array of one array ... ``depth`` levels deep, the innermost empty."""
+    levels = struct.pack("<IQ", _ARRAY, 1) * depth
+    return RawValue(struct.pack("<I", _ARRAY) + levels + struct.pack("<IQ", _UINT32, 0))
+
+
 def _value(v: Any) -> bytes:
+    if isinstance(v, RawValue):
+        return bytes(v)
     if isinstance(v, bool):
         return struct.pack("<I?", _BOOL, v)
     if isinstance(v, int):

@@ -56,3 +56,18 @@ def test_fits_in_memory() -> None:
     assert fits_in_memory(2 * gb, 16 * gb) == "yes"
     assert fits_in_memory(12 * gb, 16 * gb) == "tight"
     assert fits_in_memory(20 * gb, 16 * gb) == "no"
+
+
+def test_malformed_headers_do_not_break_the_listing(
+    tmp_path: Path, smollm2_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.catalog.test_library import malformed_headers
+
+    folder = tmp_path / "models"
+    bad = malformed_headers(folder)
+    (folder / smollm2_path.name).symlink_to(smollm2_path)
+    assert run(["models", "--models-dir", str(folder), "--no-hf-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "Q4_1" in next(line for line in out.splitlines() if smollm2_path.name in line)
+    for path in bad:
+        assert "corrupt" in next(line for line in out.splitlines() if path.name in line)

@@ -9,7 +9,7 @@ import pytest
 from localchat.catalog.drafters import DRAFT_MODEL, NGRAM, load_catalog, parse_catalog
 from localchat.catalog.gguf import MetadataCache
 from localchat.catalog.library import NONE, Library, pair_drafter
-from tests.catalog.ggufwriter import vocab_kv, write_gguf
+from tests.catalog.ggufwriter import nested_arrays, vocab_kv, write_gguf
 
 
 @pytest.fixture
@@ -179,3 +179,35 @@ def test_recurrent_and_unreadable_targets(tmp_path: Path, cache: MetadataCache) 
     empty = tmp_path / "empty.gguf"
     empty.touch()
     assert pair_drafter(empty, load_catalog(), lib).kind == NONE
+
+
+def malformed_headers(folder: Path) -> list[Path]:
+    """Four headers that used to raise ValueError/RecursionError out of the reader."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tokens = ["<unk>", "<s>", "</s>", "hi"]
+    return [
+        write_gguf(folder / "bad-split.gguf", vocab_kv(tokens, **{"split.count": "two"})),
+        write_gguf(folder / "bad-alignment.gguf", vocab_kv(tokens, **{"general.alignment": "32"})),
+        write_gguf(folder / "bad-filetype.gguf", vocab_kv(tokens, **{"general.file_type": "Q4_K_M"})),
+        write_gguf(folder / "deep-arrays.gguf", vocab_kv(tokens, **{"x.nested": nested_arrays(100_000)})),
+    ]
+
+
+def test_one_malformed_header_is_listed_as_bad_and_the_rest_work(
+    tmp_path: Path, qwen_target_path: Path, qwen_draft_path: Path, cache: MetadataCache
+) -> None:
+    models = tmp_path / "models"
+    target = link(models, "my-own-qwen-finetune.gguf", qwen_target_path)
+    link(models, "tiny-helper.gguf", qwen_draft_path)
+    bad = malformed_headers(models)
+    lib = Library([models], cache=cache)
+    listed = {m.name: m for m in lib.refresh()}
+    for path in bad:
+        assert not listed[path.name].usable
+        assert "corrupt" in (listed[path.name].error or ""), listed[path.name].error
+    assert "split.count is str, not a number" in (listed["bad-split.gguf"].error or "")
+    assert "nested more than" in (listed["deep-arrays.gguf"].error or "")
+    assert listed[target.name].usable and listed["tiny-helper.gguf"].usable
+
+    paired = pair_drafter(target, load_catalog(), lib, max_ratio=0.5)
+    assert paired.kind == DRAFT_MODEL and paired.draft_path == models / "tiny-helper.gguf"

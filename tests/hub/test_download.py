@@ -15,6 +15,7 @@ from localchat.catalog.library import Library
 from localchat.hub.download import DownloadItem, DownloadJob, DownloadProgress, is_verified
 from localchat.hub.errors import (
     AccessDeniedError,
+    AlreadyDownloadingError,
     ChecksumMismatchError,
     ConnectionLostError,
     DownloadCancelled,
@@ -283,3 +284,73 @@ def test_redirect_to_a_content_url_like_the_real_hub(
     methods = [(r.method, r.path.split("/")[1]) for r in hub.requests]
     assert methods[0] == ("HEAD", "org")  # the resolve URL answers 302 with the LFS metadata
     assert [m for m in methods if m[0] == "GET"] == [("GET", "cdn"), ("GET", "cdn")]  # body, then the rest
+
+
+def test_a_pinned_sha256_wins_over_the_hubs(hub: HubServer, models: Path, pair: tuple[bytes, bytes]) -> None:
+    """The catalog pins one file; the hub now serves another: refuse it (it was a warning and success)."""
+    pinned = DownloadItem(TARGET.repo, TARGET.filename, sha256=hashlib.sha256(b"the tested file").hexdigest())
+    with pytest.raises(ChecksumMismatchError, match="no longer the file the catalog pins"):
+        DownloadJob([pinned], models, endpoint=hub.url).run()
+    assert not any(models.rglob("target-q4_k_m.gguf*"))
+    assert hub.gets(TARGET.filename) == []  # refused before the body was fetched
+
+
+def test_a_pinned_sha256_is_checked_when_the_hub_publishes_none(
+    hub: HubServer, models: Path, pair: tuple[bytes, bytes]
+) -> None:
+    hub.fake_sha[TARGET.filename] = "not-a-sha256"
+    pinned = DownloadItem(TARGET.repo, TARGET.filename, sha256=hashlib.sha256(b"the tested file").hexdigest())
+    with pytest.raises(ChecksumMismatchError, match="did not match the SHA-256 the catalog pins"):
+        DownloadJob([pinned], models, endpoint=hub.url).run()
+    good = DownloadItem(TARGET.repo, TARGET.filename, sha256=hashlib.sha256(pair[0]).hexdigest())
+    assert DownloadJob([good], models, endpoint=hub.url).run()[0].read_bytes() == pair[0]
+
+
+def test_two_downloads_of_the_same_file_at_once(
+    hub: HubServer, models: Path, pair: tuple[bytes, bytes]
+) -> None:
+    """Two jobs used to append to one .part unlocked; one then reported success on a corrupt file."""
+    hub.delay_per_block_s = 0.01  # 3 MB in 64 KiB blocks: about half a second, so the two overlap
+    results: dict[str, object] = {}
+    started = threading.Barrier(2)
+
+    def run(name: str) -> None:
+        started.wait()
+        try:
+            results[name] = DownloadJob([TARGET], models, endpoint=hub.url).run()[0]
+        except Exception as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    paths = [r for r in results.values() if isinstance(r, Path)]
+    refused = [r for r in results.values() if isinstance(r, AlreadyDownloadingError)]
+    assert len(paths) == 1 and len(refused) == 1, results
+    assert "already being downloaded" in str(refused[0])
+    assert paths[0].read_bytes() == pair[0] and is_verified(paths[0])
+    # Once the first has finished, another job finds the verified file and succeeds without fetching.
+    gets = len(hub.gets(TARGET.filename))
+    assert DownloadJob([TARGET], models, endpoint=hub.url).run()[0] == paths[0]
+    assert len(hub.gets(TARGET.filename)) == gets
+
+
+def test_the_bytes_on_disk_are_verified_not_the_stream(
+    hub: HubServer, models: Path, pair: tuple[bytes, bytes]
+) -> None:
+    """Something else writing into the .part mid-download must not end as a 'verified' model."""
+    part = models / TARGET.repo / (TARGET.filename + ".part")
+    damaged = threading.Event()
+
+    def on_progress(p: DownloadProgress) -> None:
+        if p.bytes_done > MB and not damaged.is_set() and part.exists():
+            with part.open("r+b") as fh:
+                fh.write(b"\0" * 4096)
+            damaged.set()
+
+    with pytest.raises(ChecksumMismatchError):
+        DownloadJob([TARGET], models, endpoint=hub.url, progress=on_progress).run()
+    assert damaged.is_set()
+    assert not (models / TARGET.repo / TARGET.filename).exists()

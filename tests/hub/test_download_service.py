@@ -60,3 +60,31 @@ def test_unknown_entry_and_missing_file_give_sentences(
     with qtbot.waitSignal(svc.failed, timeout=30_000) as blocker:
         svc.start("smol")  # the stand-in holds no files: 404
     assert "Traceback" not in blocker.args[1] and blocker.args[1].endswith(".")
+
+
+def test_a_running_download_is_shown_as_running_when_the_manager_is_reopened(
+    qtbot: QtBot, tmp_path: Path, catalog: Catalog, hub: HubServer, smollm2_path: Path, tiny_draft: bytes  # noqa: F811
+) -> None:
+    """Closing and reopening the model manager mid-download used to offer a second, parallel download."""
+    from localchat.catalog.library import Library
+    from localchat.ui.model_manager import ModelManagerDialog
+
+    hub.add("test/SmolLM2-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", smollm2_path)
+    hub.add("test/Tiny-GGUF", "tiny-draft.gguf", tiny_draft)
+    hub.delay_per_block_s = 0.01
+    models = tmp_path / "models"
+    svc = _service(models, catalog, hub)
+    job = svc.start("smol")
+    assert svc.start("smol") == job  # the same entry again joins the running job
+    assert svc.running() == {job: "smol"}
+
+    dialog = ModelManagerDialog(catalog, Library([models]), downloader=svc)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.cancel_button.isVisible() and dialog.progress.isVisible()
+    assert not dialog.download_button.isEnabled()
+    with qtbot.waitSignal(svc.failed, timeout=60_000) as blocker:
+        dialog.cancel_button.click()
+    assert blocker.args == [job, "Download cancelled."]
+    assert svc.running() == {}
+    assert not dialog.cancel_button.isVisible()

