@@ -16,19 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import psutil
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QApplication
 
 from localchat.chat import ConversationStore
 from localchat.services import SettingsService
-from localchat.settings import SettingsFile
+from localchat.settings import SettingsFile, folders
 from localchat.ui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
-
-APP_NAME = "localchat"
 
 
 @dataclass
@@ -89,6 +86,7 @@ class ModelsWiring(QObject):
 
     def open_manager(self, select_starter: bool = False) -> None:
         from localchat.catalog.library import pair_drafter
+        from localchat.catalog.sizes import total_ram
         from localchat.ui.model_manager import ModelManagerDialog
 
         library, catalog = self._library_and_catalog()
@@ -99,7 +97,7 @@ class ModelsWiring(QObject):
         dialog = ModelManagerDialog(
             catalog,
             library,
-            available_memory=int(psutil.virtual_memory().total),
+            available_memory=total_ram(),
             downloader=self._downloader,
             pair=pair if catalog is not None else None,
             parent=self._window,
@@ -158,8 +156,7 @@ def build_main_window(
     settings = SettingsService(SettingsFile(config_dir))
     for message in settings.load_messages:
         log.warning("settings: %s", message)
-    default_data = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
-    data = Path(data_dir) if data_dir is not None else default_data
+    data = Path(data_dir) if data_dir is not None else folders.data_dir()
     store = ConversationStore(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
     window = MainWindow(store, client, settings, memory_probe=_memory_probe(client), max_tokens=max_tokens)
@@ -177,7 +174,7 @@ def build_main_window(
 
 def setup_logging(log_dir: Path | None = None) -> Path:
     """Log to a rotating file under the user's log folder (and warnings to stderr)."""
-    folder = log_dir or Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
+    folder = log_dir or folders.log_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "localchat.log"
     handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
@@ -199,8 +196,8 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     log.info("starting localchat; log at %s", log_path)
     app = QApplication.instance() or QApplication(args)
     assert isinstance(app, QApplication)
-    app.setApplicationName(APP_NAME)
-    app.setOrganizationName(APP_NAME)
+    app.setApplicationName(folders.APP_NAME)
+    app.setOrganizationName(folders.APP_NAME)
     parts = build_main_window()
     parts.window.show()
     code = app.exec()

@@ -1,6 +1,6 @@
 """The local model library and automatic drafter pairing.
 
-Models live in localchat's models folder (platformdirs' user data folder),
+Models live in localchat's models folder (settings.folders.models_dir),
 in huggingface-hub's cache, and in any folders or single files the user adds
 (an LM Studio folder, an Ollama-exported GGUF). The library lists the GGUF
 files there with their header metadata; a file that cannot be read is listed
@@ -28,6 +28,7 @@ from pathlib import Path
 from localchat.catalog.drafters import DRAFT_MODEL, MTP, NGRAM, Catalog, Drafter
 from localchat.catalog.errors import GgufError
 from localchat.catalog.gguf import GgufMetadata, MetadataCache, read_metadata
+from localchat.settings import folders
 
 NONE = "none"  # no speculation possible for this target
 MAX_DRAFT_RATIO = 1 / 8
@@ -37,9 +38,7 @@ _SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
 
 def default_models_dir() -> Path:
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("localchat", appauthor=False)) / "models"
+    return folders.models_dir()
 
 
 def hf_cache_dir() -> Path:

