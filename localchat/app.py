@@ -75,8 +75,8 @@ class ModelsWiring(QObject):
         from localchat.catalog.drafters import load_catalog
         from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
 
-        folder = str(self._settings.get("models_folder") or "") or str(default_models_dir())
-        extra = [p for p in (str(self._settings.get("last_model_path") or ""),) if p and Path(p).is_file()]
+        folder = self._settings.models_folder or str(default_models_dir())
+        extra = [p for p in (self._settings.last_model_path,) if p and Path(p).is_file()]
         try:
             catalog: Any = load_catalog()
         except Exception as exc:  # a broken catalog must not keep local models from loading
@@ -139,7 +139,7 @@ def _make_downloader(settings: SettingsService, parent: QObject) -> QObject:
     from localchat.services.download_service import DownloadService
 
     def models_dir() -> Path:
-        return Path(str(settings.get("models_folder") or "") or default_models_dir())
+        return Path(settings.models_folder or default_models_dir())
 
     return DownloadService(models_dir, parent=parent)
 
@@ -163,9 +163,9 @@ def build_main_window(
     ModelsWiring(window, settings, _make_downloader(settings, window))
     if settings.load_messages:
         window.show_notice(" ".join(settings.load_messages))
-    last = str(settings.get("last_model_path") or "")
+    last = settings.last_model_path
     if autoload and last and Path(last).is_file():
-        draft = str(settings.get("last_draft_path") or "") or None
+        draft = settings.last_draft_path or None
         window.load_model(last, draft if draft and Path(draft).is_file() else None)
     elif not last or not Path(last).is_file():
         window.show_welcome(True)

@@ -19,7 +19,7 @@ def resolve_models_dir(arg: str | None) -> Path:
     try:
         from localchat.settings.toml_file import SettingsFile
 
-        folder = str(SettingsFile().load().settings.get("models_folder") or "")
+        folder = SettingsFile().load().settings.models_folder
     except Exception:  # a broken settings file must not stop a headless command
         folder = ""
     return Path(folder).expanduser() if folder else default_models_dir()

@@ -108,7 +108,7 @@ def default_pair() -> tuple[Path, Path] | None:
     from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
     from localchat.settings import SettingsFile
 
-    folder = str(SettingsFile().load().settings.get("models_folder") or "") or str(default_models_dir())
+    folder = SettingsFile().load().settings.models_folder or str(default_models_dir())
     catalog = load_catalog()
     starter = catalog.starter
     if starter is None or starter.model_drafter is None:

@@ -17,7 +17,7 @@ from localchat.engine.adaptive import AdaptivePolicy, CostModel, DraftPolicy, Fi
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
 from localchat.engine.chat_format import ChatFormatter
 from localchat.engine.compat import check_compatible
-from localchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter
+from localchat.engine.drafters import CombinedDrafter, DraftSource, ModelDrafter, NgramDrafter
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
 from localchat.engine.speculative import DecodeLoop
 from localchat.engine.stats import StatsRecorder
@@ -119,7 +119,7 @@ class Engine:
         self.model_drafter = ModelDrafter(ctx, draft.name)
 
     # -- speculation choice -------------------------------------------------------
-    def _choose_drafter(self, spec: SpeculationConfig) -> tuple[Drafter | None, SpeculationState]:
+    def _choose_drafter(self, spec: SpeculationConfig) -> tuple[DraftSource | None, SpeculationState]:
         if not spec.enabled:
             return None, SpeculationState(False, "off", "Speculation is turned off.")
         kind = spec.drafter
@@ -146,7 +146,7 @@ class Engine:
     def speculation_state(self, spec: SpeculationConfig) -> SpeculationState:
         return self._choose_drafter(spec)[1]
 
-    def _policy(self, request: GenerationRequest, drafter: Drafter | None) -> DraftPolicy:
+    def _policy(self, request: GenerationRequest, drafter: DraftSource | None) -> DraftPolicy:
         spec = request.speculation
         if drafter is None or not spec.adaptive:
             return FixedPolicy(spec.draft_tokens)

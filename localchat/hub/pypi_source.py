@@ -168,9 +168,3 @@ def fetch(
             verified_marker.write_text(model.sha256)
     return final
 
-
-def remove(path: Path) -> None:
-    """Delete a fetched model and its verification marker."""
-    for p in (path, path.with_name(path.name + ".sha256")):
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()

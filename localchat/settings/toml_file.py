@@ -24,6 +24,7 @@ from localchat.settings import folders
 from localchat.settings.options import (
     OPTIONS,
     OPTIONS_BY_NAME,
+    RETIRED_OPTIONS,
     InvalidValueError,
     Value,
     section_key,
@@ -119,6 +120,8 @@ def parse_document(document: dict[str, object], source: str = FILE_NAME) -> Load
     def take(table: str, key: str, raw: object) -> None:
         where = f"[{table}] {key}" if table else key
         opt = OPTIONS_BY_NAME.get(key)
+        if opt is None and key in RETIRED_OPTIONS:
+            return
         if opt is None:
             if isinstance(raw, bool | int | float | str):
                 extra.setdefault(table, {})[key] = raw

@@ -55,6 +55,7 @@ from localchat.engine.bench import (
 )
 from localchat.engine.stats import combine
 from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
+from localchat.settings.options import DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 from localchat.ui.bench_chart import GroupedBarChart, LineChart
 from localchat.ui.bench_results import (
     default_data_dir,
@@ -192,7 +193,7 @@ class BenchmarkDialog(QDialog):
         self.max_tokens.setValue(128)
         self.max_tokens.setToolTip("Tokens to generate for each prompt in each mode")
         self.draft_tokens = QSpinBox(modes_box)
-        self.draft_tokens.setRange(1, 16)
+        self.draft_tokens.setRange(DRAFT_TOKENS_MIN, DRAFT_TOKENS_MAX)
         self.draft_tokens.setValue(SpeculationConfig().draft_tokens)
         self.draft_tokens.setToolTip("Draft length of the fixed-length modes (adaptive decides per token)")
         modes_layout = QVBoxLayout(modes_box)

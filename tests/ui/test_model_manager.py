@@ -4,7 +4,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from localchat.catalog.drafters import Catalog, CatalogEntry, Drafter, QuantFile
+from localchat.catalog.drafters import Catalog, CatalogEntry, DrafterEntry, QuantFile
 from localchat.catalog.library import Library
 from localchat.ui.model_manager import ModelManagerDialog, fits_text
 
@@ -38,7 +38,7 @@ def catalog() -> Catalog:
             params="1.5B",
             gated=False,
             quants=(QuantFile("Q4_K_M", "org/repo", f"model-{i}.gguf", 1_000_000_000, "apache-2.0"),),
-            drafters=(Drafter("draft-model", 4, "org/draft", "draft.gguf", 400_000_000, "apache-2.0"),),
+            drafters=(DrafterEntry("draft-model", 4, "org/draft", "draft.gguf", 400_000_000, "apache-2.0"),),
             starter=i == 0,
         )
         for i in range(2)
