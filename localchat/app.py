@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from PySide6.QtCore import QObject
@@ -24,6 +24,9 @@ from localchat.chat import ConversationStore
 from localchat.services import SettingsService
 from localchat.settings import SettingsFile, folders
 from localchat.ui.main_window import MainWindow
+
+if TYPE_CHECKING:
+    from localchat.services.download_service import DownloadService
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +40,7 @@ class AppParts:
     store: ConversationStore
     settings: SettingsService
     messages: list[str]  # sentences about the settings file, shown once
+    downloads: DownloadService | None = None  # running downloads are cancelled when the app quits
 
 
 def _memory_probe(engine: QObject) -> Callable[[], int | None]:
@@ -134,7 +138,7 @@ def _make_engine_client() -> QObject:
     return client
 
 
-def _make_downloader(settings: SettingsService, parent: QObject) -> QObject:
+def _make_downloader(settings: SettingsService, parent: QObject) -> DownloadService:
     from localchat.catalog.library import default_models_dir
     from localchat.services.download_service import DownloadService
 
@@ -160,7 +164,8 @@ def build_main_window(
     store = ConversationStore(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
     window = MainWindow(store, client, settings, memory_probe=_memory_probe(client), max_tokens=max_tokens)
-    ModelsWiring(window, settings, _make_downloader(settings, window))
+    downloads = _make_downloader(settings, window)
+    ModelsWiring(window, settings, downloads)
     if settings.load_messages:
         window.show_notice(" ".join(settings.load_messages))
     last = settings.last_model_path
@@ -169,7 +174,7 @@ def build_main_window(
         window.load_model(last, draft if draft and Path(draft).is_file() else None)
     elif not last or not Path(last).is_file():
         window.show_welcome(True)
-    return AppParts(window, client, store, settings, list(settings.load_messages))
+    return AppParts(window, client, store, settings, list(settings.load_messages), downloads)
 
 
 def setup_logging(log_dir: Path | None = None) -> Path:
@@ -201,6 +206,8 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     parts = build_main_window()
     parts.window.show()
     code = app.exec()
+    if parts.downloads is not None:
+        parts.downloads.cancel_all()  # the .part files are closed and resume next time
     shutdown = getattr(parts.engine, "shutdown", None)
     if callable(shutdown):
         shutdown()

@@ -60,3 +60,27 @@ def test_unknown_entry_and_missing_file_give_sentences(
     with qtbot.waitSignal(svc.failed, timeout=30_000) as blocker:
         svc.start("smol")  # the stand-in holds no files: 404
     assert "Traceback" not in blocker.args[1] and blocker.args[1].endswith(".")
+
+
+def test_cancel_all_stops_every_download_and_waits_for_the_workers(
+    qtbot: QtBot, tmp_path: Path, catalog: Catalog, hub: HubServer, smollm2_path: Path, tiny_draft: bytes  # noqa: F811
+) -> None:
+    """What the app does as it quits: nothing keeps writing, the partial file is kept to resume."""
+    hub.add("test/SmolLM2-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", smollm2_path)
+    hub.add("test/Tiny-GGUF", "tiny-draft.gguf", tiny_draft)
+    hub.delay_per_block_s = 0.01
+    models = tmp_path / "models"
+    svc = _service(models, catalog, hub)
+    failures: list[str] = []
+    svc.failed.connect(lambda job, sentence: failures.append(sentence))
+    with qtbot.waitSignal(svc.progress, timeout=60_000):
+        svc.start("smol")
+    assert svc.active
+    assert svc.cancel_all(wait_s=30.0)
+    parts = list(models.rglob("*.part"))
+    assert parts and not list(models.rglob("*.gguf"))
+    size = parts[0].stat().st_size
+    qtbot.wait(300)
+    assert parts[0].stat().st_size == size  # the worker has stopped writing
+    qtbot.waitUntil(lambda: failures == ["Download cancelled."], timeout=10_000)
+    assert not svc.active
