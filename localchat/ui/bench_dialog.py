@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import (
@@ -94,26 +94,6 @@ COLUMN_TIPS = (
 )
 
 ConfigSource = EngineConfig | Callable[[], EngineConfig | None] | None
-
-
-class BenchServiceLike(Protocol):
-    """What the dialog needs from services.BenchService (signals: loaded, progress, finished,
-    cancelled, failed)."""
-
-    @property
-    def is_running(self) -> bool: ...
-
-    def start(
-        self,
-        config: EngineConfig,
-        prompts: Sequence[BenchPrompt],
-        modes: Sequence[BenchMode],
-        max_tokens: int,
-    ) -> None: ...
-
-    def cancel(self) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 class BenchmarkDialog(QDialog):

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from localchat.catalog.drafters import Catalog
 from localchat.catalog.sizes import fits_in_memory
 from localchat.services.qt_signals import emit
 from localchat.ui.formatting import format_bytes
@@ -77,7 +78,7 @@ class ModelManagerDialog(QDialog):
 
     def __init__(
         self,
-        catalog: Any,
+        catalog: Catalog | None,
         library: Any,
         *,
         available_memory: int | None = None,
@@ -161,7 +162,7 @@ class ModelManagerDialog(QDialog):
         self._update_buttons()
 
     def _fill_catalog(self) -> None:
-        entries = list(getattr(self._catalog, "entries", ()) or ())
+        entries = list(self._catalog.entries) if self._catalog is not None else []
         self.catalog_table.setRowCount(len(entries))
         for row, entry in enumerate(entries):
             quant = entry.default_quant
