@@ -123,7 +123,7 @@ class PypiPart:
 
 @dataclass(frozen=True)
 class PypiFile:
-    """A GGUF published on a package index as wheel data, in part order (see TEST-MODELS.md)."""
+    """A GGUF published on a package index as wheel data, in part order (see docs/TEST-MODELS.md)."""
 
     key: str
     filename: str
