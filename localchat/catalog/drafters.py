@@ -54,7 +54,7 @@ class QuantFile:
 class DrafterEntry:
     """The catalog's word on what drafts for a target: a draft model, n-gram lookup, or MTP heads.
 
-    Not to be confused with the engine's draft sources (engine.drafters), which produce the
+    Not to be confused with the engine's draft sources (engine.draft_sources), which produce the
     tokens: this is a line of drafters.toml, with the file to download if there is one.
     """
 

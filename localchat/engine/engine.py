@@ -17,7 +17,7 @@ from localchat.engine.adaptive import AdaptivePolicy, CostModel, DraftPolicy, Fi
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
 from localchat.engine.chat_format import ChatFormatter
 from localchat.engine.compat import check_compatible
-from localchat.engine.drafters import CombinedDrafter, DraftSource, ModelDrafter, NgramDrafter
+from localchat.engine.draft_sources import CombinedDrafter, DraftSource, ModelDrafter, NgramDrafter
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
 from localchat.engine.speculative import DecodeLoop
 from localchat.engine.stats import StatsRecorder

@@ -10,7 +10,7 @@ Invariants:
   token after a fully accepted draft). Sampling: speculative sampling, which
   keeps the target's distribution.
 - Rejected positions leave the target's cache at once; the drafter drops its
-  own on its next sync (see drafters.sync_context).
+  own on its next sync (see draft_sources.sync_context).
 - With no drafter, or a policy that asks for 0 draft tokens, the same loop is
   plain decoding, so comparisons between modes are fair.
 """
@@ -26,7 +26,7 @@ import numpy as np
 from localchat.engine import sampling
 from localchat.engine.adaptive import DraftPolicy
 from localchat.engine.backend import Context
-from localchat.engine.drafters import Draft, DraftSource, MixingSource, sync_context
+from localchat.engine.draft_sources import Draft, DraftSource, MixingSource, sync_context
 from localchat.engine.stats import StatsRecorder
 from localchat.engine.types import FinishReason, SamplingParams
 

@@ -1,4 +1,7 @@
-"""Where draft tokens come from, behind one small interface.
+"""Where draft tokens come from, behind one small interface (``DraftSource``).
+
+The engine's draft sources make the tokens; the catalog's ``DrafterEntry``
+(catalog/drafters.py) only says which one a target gets.
 
 - ``ModelDrafter``: a small GGUF with the target's vocabulary. It keeps its own
   KV cache in step with the target's accepted tokens: before drafting it drops
