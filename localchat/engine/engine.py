@@ -279,8 +279,7 @@ class Engine:
         if self.draft_model is not None:
             self.draft_model.close()
             self.draft_model = None
-        if getattr(self, "target", None) is not None:
-            self.target.close()
+        self.target.close()  # idempotent, like the models' close
         self.target_model.close()
 
     def __enter__(self) -> Engine:
