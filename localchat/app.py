@@ -14,9 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import psutil
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QApplication
 
@@ -43,23 +42,22 @@ class AppParts:
     downloads: DownloadService | None = None  # running downloads are cancelled when the app quits
 
 
-def _memory_probe(engine: QObject) -> Callable[[], int | None]:
-    def probe() -> int | None:
-        memory_bytes = getattr(engine, "memory_bytes", None)
-        if callable(memory_bytes):
-            value = memory_bytes()
-            return int(value) if value is not None else None
-        pid = getattr(engine, "pid", None)
-        if callable(pid):
-            pid = pid()
-        if not pid:
-            return None
-        try:
-            return int(psutil.Process(int(pid)).memory_info().rss)
-        except (psutil.Error, ValueError):
-            return None
+@runtime_checkable
+class ReportsMemory(Protocol):
+    """An engine client that can say how much memory its process holds (services.EngineClient)."""
 
-    return probe
+    def memory_bytes(self) -> int | None: ...
+
+
+@runtime_checkable
+class ShutsDown(Protocol):
+    """An engine client that ends its process at exit (services.EngineClient; test fakes need not)."""
+
+    def shutdown(self) -> None: ...
+
+
+def _memory_probe(engine: QObject) -> Callable[[], int | None] | None:
+    return engine.memory_bytes if isinstance(engine, ReportsMemory) else None
 
 
 class ModelsWiring(QObject):
@@ -208,9 +206,8 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     code = app.exec()
     if parts.downloads is not None:
         parts.downloads.cancel_all()  # the .part files are closed and resume next time
-    shutdown = getattr(parts.engine, "shutdown", None)
-    if callable(shutdown):
-        shutdown()
+    if isinstance(parts.engine, ShutsDown):
+        parts.engine.shutdown()
     parts.store.close()
     return int(code)
 

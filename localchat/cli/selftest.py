@@ -27,7 +27,6 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -314,7 +313,7 @@ def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> 
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
-    from localchat.app import build_main_window
+    from localchat.app import ShutsDown, build_main_window
     from localchat.settings.folders import APP_NAME
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
@@ -328,9 +327,8 @@ def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> 
         _say(f"window: shown {out.window_s:.2f} s after the process started (platform {platform})")
     finally:
         parts.window.close()
-        stop: Callable[[], None] | None = getattr(parts.engine, "stop", None)
-        if stop is not None:
-            stop()
+        if isinstance(parts.engine, ShutsDown):
+            parts.engine.shutdown()
         parts.store.close()
         app.processEvents()
 
