@@ -14,21 +14,20 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import platformdirs
-import psutil
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QApplication
 
 from localchat.chat import ConversationStore, Recovery
 from localchat.services import ChatSession, SettingsService
-from localchat.settings import SettingsFile
+from localchat.settings import SettingsFile, folders
 from localchat.ui.main_window import MainWindow
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from localchat.services.download_service import DownloadService
 
-APP_NAME = "localchat"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -42,25 +41,25 @@ class AppParts:
     messages: list[str]  # sentences about the settings file, shown once
     session: ChatSession
     recovery: Recovery | None = None  # the chat history on disk was unreadable and set aside
+    downloads: DownloadService | None = None  # running downloads are cancelled when the app quits
 
 
-def _memory_probe(engine: QObject) -> Callable[[], int | None]:
-    def probe() -> int | None:
-        memory_bytes = getattr(engine, "memory_bytes", None)
-        if callable(memory_bytes):
-            value = memory_bytes()
-            return int(value) if value is not None else None
-        pid = getattr(engine, "pid", None)
-        if callable(pid):
-            pid = pid()
-        if not pid:
-            return None
-        try:
-            return int(psutil.Process(int(pid)).memory_info().rss)
-        except (psutil.Error, ValueError):
-            return None
+@runtime_checkable
+class ReportsMemory(Protocol):
+    """An engine client that can say how much memory its process holds (services.EngineClient)."""
 
-    return probe
+    def memory_bytes(self) -> int | None: ...
+
+
+@runtime_checkable
+class ShutsDown(Protocol):
+    """An engine client that ends its process at exit (services.EngineClient; test fakes need not)."""
+
+    def shutdown(self) -> None: ...
+
+
+def _memory_probe(engine: QObject) -> Callable[[], int | None] | None:
+    return engine.memory_bytes if isinstance(engine, ReportsMemory) else None
 
 
 class ModelsWiring(QObject):
@@ -80,8 +79,8 @@ class ModelsWiring(QObject):
         from localchat.catalog.drafters import load_catalog
         from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
 
-        folder = str(self._settings.get("models_folder") or "") or str(default_models_dir())
-        extra = [p for p in (str(self._settings.get("last_model_path") or ""),) if p and Path(p).is_file()]
+        folder = self._settings.models_folder or str(default_models_dir())
+        extra = [p for p in (self._settings.last_model_path,) if p and Path(p).is_file()]
         try:
             catalog: Any = load_catalog()
         except Exception as exc:  # a broken catalog must not keep local models from loading
@@ -91,6 +90,7 @@ class ModelsWiring(QObject):
 
     def open_manager(self, select_starter: bool = False) -> None:
         from localchat.catalog.library import pair_drafter
+        from localchat.catalog.sizes import total_ram
         from localchat.ui.model_manager import ModelManagerDialog
 
         library, catalog = self._library_and_catalog()
@@ -101,7 +101,7 @@ class ModelsWiring(QObject):
         dialog = ModelManagerDialog(
             catalog,
             library,
-            available_memory=int(psutil.virtual_memory().total),
+            available_memory=total_ram(),
             downloader=self._downloader,
             pair=pair if catalog is not None else None,
             parent=self._window,
@@ -138,12 +138,12 @@ def _make_engine_client() -> QObject:
     return client
 
 
-def _make_downloader(settings: SettingsService, parent: QObject) -> QObject:
+def _make_downloader(settings: SettingsService, parent: QObject) -> DownloadService:
     from localchat.catalog.library import default_models_dir
     from localchat.services.download_service import DownloadService
 
     def models_dir() -> Path:
-        return Path(str(settings.get("models_folder") or "") or default_models_dir())
+        return Path(settings.models_folder or default_models_dir())
 
     return DownloadService(models_dir, parent=parent)
 
@@ -160,30 +160,31 @@ def build_main_window(
     settings = SettingsService(SettingsFile(config_dir))
     for message in settings.load_messages:
         log.warning("settings: %s", message)
-    default_data = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
-    data = Path(data_dir) if data_dir is not None else default_data
+    data = Path(data_dir) if data_dir is not None else folders.data_dir()
     store, recovery = ConversationStore.open_or_recover(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
     session = ChatSession(store, client, settings, max_tokens=max_tokens)
     window = MainWindow(session, settings, memory_probe=_memory_probe(client))
     session.setParent(window)
-    ModelsWiring(window, settings, _make_downloader(settings, window))
+    downloads = _make_downloader(settings, window)
+    ModelsWiring(window, settings, downloads)
     if settings.load_messages:
         window.show_notice(" ".join(settings.load_messages))
-    last = str(settings.get("last_model_path") or "")
+    last = settings.last_model_path
     if autoload and last and Path(last).is_file():
-        draft = str(settings.get("last_draft_path") or "") or None
+        draft = settings.last_draft_path or None
         window.load_model(last, draft if draft and Path(draft).is_file() else None)
     elif not last or not Path(last).is_file():
         window.show_welcome(True)
     if recovery is not None:
         window.show_history_recovered(recovery.headline, recovery.details)
-    return AppParts(window, client, store, settings, list(settings.load_messages), session, recovery)
+    messages = list(settings.load_messages)
+    return AppParts(window, client, store, settings, messages, session, recovery, downloads)
 
 
 def setup_logging(log_dir: Path | None = None) -> Path:
     """Log to a rotating file under the user's log folder (and warnings to stderr)."""
-    folder = log_dir or Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
+    folder = log_dir or folders.log_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "localchat.log"
     handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
@@ -205,14 +206,15 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     log.info("starting localchat; log at %s", log_path)
     app = QApplication.instance() or QApplication(args)
     assert isinstance(app, QApplication)
-    app.setApplicationName(APP_NAME)
-    app.setOrganizationName(APP_NAME)
+    app.setApplicationName(folders.APP_NAME)
+    app.setOrganizationName(folders.APP_NAME)
     parts = build_main_window()
     parts.window.show()
     code = app.exec()
-    shutdown = getattr(parts.engine, "shutdown", None)
-    if callable(shutdown):
-        shutdown()
+    if parts.downloads is not None:
+        parts.downloads.cancel_all()  # the .part files are closed and resume next time
+    if isinstance(parts.engine, ShutsDown):
+        parts.engine.shutdown()
     parts.store.close()
     return int(code)
 

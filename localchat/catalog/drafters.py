@@ -23,13 +23,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from localchat.catalog.errors import CatalogError
+from localchat.settings.drafter_kind import DrafterKind
+from localchat.settings.options import DRAFT_TOKENS_DEFAULT, DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 
 SCHEMA_VERSION = 1
 
-DRAFT_MODEL = "draft-model"
-NGRAM = "ngram"
-MTP = "mtp"
-DRAFTER_KINDS = (DRAFT_MODEL, NGRAM, MTP)
+# The kinds a [[model.drafter]] may name (the shared vocabulary, settings.drafter_kind).
+DRAFTER_KINDS = (DrafterKind.MODEL, DrafterKind.NGRAM, DrafterKind.MTP)
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -51,11 +51,15 @@ class QuantFile:
 
 
 @dataclass(frozen=True)
-class Drafter:
-    """What drafts tokens for a target: a draft model, n-gram lookup, or MTP heads / an assistant GGUF."""
+class DrafterEntry:
+    """The catalog's word on what drafts for a target: a draft model, n-gram lookup, or MTP heads.
 
-    kind: str  # one of DRAFTER_KINDS
-    draft_tokens: int = 4  # recommended draft length
+    Not to be confused with the engine's draft sources (engine.draft_sources), which produce the
+    tokens: this is a line of drafters.toml, with the file to download if there is one.
+    """
+
+    kind: DrafterKind  # one of DRAFTER_KINDS
+    draft_tokens: int = DRAFT_TOKENS_DEFAULT  # recommended draft length
     repo: str = ""
     filename: str = ""
     size: int = 0
@@ -67,12 +71,8 @@ class Drafter:
     notes: str = ""
 
     @property
-    def is_model(self) -> bool:
-        return self.kind == DRAFT_MODEL
-
-    @property
     def label(self) -> str:
-        if self.kind == NGRAM:
+        if self.kind == DrafterKind.NGRAM:
             return "n-gram prompt lookup"
         name = PurePosixPath(self.filename).name if self.filename else self.kind
         return name + (" (experimental)" if self.experimental else "")
@@ -86,7 +86,7 @@ class CatalogEntry:
     params: str  # "7.6B"
     gated: bool
     quants: tuple[QuantFile, ...]
-    drafters: tuple[Drafter, ...]
+    drafters: tuple[DrafterEntry, ...]
     verified: bool = True
     starter: bool = False
     notes: str = ""
@@ -96,10 +96,10 @@ class CatalogEntry:
         return self.quants[0]
 
     @property
-    def model_drafter(self) -> Drafter | None:
+    def model_drafter(self) -> DrafterEntry | None:
         """The first usable draft model (not experimental), if the entry lists one."""
         for d in self.drafters:
-            if d.kind == DRAFT_MODEL and not d.experimental:
+            if d.kind == DrafterKind.MODEL and not d.experimental:
                 return d
         return None
 
@@ -123,7 +123,7 @@ class PypiPart:
 
 @dataclass(frozen=True)
 class PypiFile:
-    """A GGUF published on a package index as wheel data, in part order (see TEST-MODELS.md)."""
+    """A GGUF published on a package index as wheel data, in part order (see docs/TEST-MODELS.md)."""
 
     key: str
     filename: str
@@ -412,23 +412,24 @@ class _Validator:
                     "notes",
                 },
             )
-            kind = self.text(d, eid, "kind", prefix)
+            kind_text = self.text(d, eid, "kind", prefix)
             self.check(
-                kind in DRAFTER_KINDS,
+                kind_text in DRAFTER_KINDS,
                 eid,
                 prefix + "kind",
-                f"unknown kind {kind!r} (expected one of {', '.join(DRAFTER_KINDS)})",
+                f"unknown kind {kind_text!r} (expected one of {', '.join(DRAFTER_KINDS)})",
             )
-            draft_tokens = int(self.opt(d, eid, "draft_tokens", int, 4, prefix))
+            kind = DrafterKind(kind_text)
+            draft_tokens = int(self.opt(d, eid, "draft_tokens", int, DRAFT_TOKENS_DEFAULT, prefix))
             self.check(
-                1 <= draft_tokens <= 16,
+                DRAFT_TOKENS_MIN <= draft_tokens <= DRAFT_TOKENS_MAX,
                 eid,
                 prefix + "draft_tokens",
-                f"must be between 1 and 16, found {draft_tokens}",
+                f"must be between {DRAFT_TOKENS_MIN} and {DRAFT_TOKENS_MAX}, found {draft_tokens}",
             )
             repo = filename = ""
             size = 0
-            if kind == DRAFT_MODEL or "repo" in d or "filename" in d:
+            if kind is DrafterKind.MODEL or "repo" in d or "filename" in d:
                 for key in ("repo", "filename", "size"):
                     self.check(key in d, eid, prefix + key, f"a {kind} drafter with a file needs {key}")
                 repo, filename = self.repo_file(d, eid, prefix)
@@ -440,18 +441,18 @@ class _Validator:
                     f"the drafter ({size:,} bytes) is not smaller than its target's "
                     f"{smallest.quant} file ({smallest.size:,} bytes)",
                 )
-            elif kind == NGRAM:
+            elif kind is DrafterKind.NGRAM:
                 for key in ("size", "pypi", "sha256"):
                     self.check(key not in d, eid, prefix + key, "an ngram drafter has no file")
-            experimental = bool(self.opt(d, eid, "experimental", bool, kind == MTP, prefix))
+            experimental = bool(self.opt(d, eid, "experimental", bool, kind is DrafterKind.MTP, prefix))
             self.check(
-                kind != MTP or experimental,
+                kind is not DrafterKind.MTP or experimental,
                 eid,
                 prefix + "experimental",
                 "mtp drafters stay experimental until the engine supports them",
             )
             drafters.append(
-                Drafter(
+                DrafterEntry(
                     kind=kind,
                     draft_tokens=draft_tokens,
                     repo=repo,

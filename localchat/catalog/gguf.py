@@ -536,13 +536,13 @@ _default_lock = threading.Lock()
 
 
 def default_cache() -> MetadataCache:
-    """The per-user cache under platformdirs' cache folder for localchat."""
+    """The per-user cache under localchat's cache folder (settings.folders)."""
     global _default_cache
     with _default_lock:
         if _default_cache is None:
-            from platformdirs import user_cache_dir
+            from localchat.settings.folders import cache_dir
 
-            _default_cache = MetadataCache(Path(user_cache_dir("localchat", appauthor=False)))
+            _default_cache = MetadataCache(cache_dir())
         return _default_cache
 
 

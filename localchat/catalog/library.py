@@ -1,6 +1,6 @@
 """The local model library and automatic drafter pairing.
 
-Models live in localchat's models folder (platformdirs' user data folder),
+Models live in localchat's models folder (settings.folders.models_dir),
 in huggingface-hub's cache, and in any folders or single files the user adds
 (an LM Studio folder, an Ollama-exported GGUF). The library lists the GGUF
 files there with their header metadata; a file that cannot be read is listed
@@ -25,11 +25,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from localchat.catalog.drafters import DRAFT_MODEL, MTP, NGRAM, Catalog, Drafter
+from localchat.catalog.drafters import Catalog, DrafterEntry
 from localchat.catalog.errors import GgufError
 from localchat.catalog.gguf import GgufMetadata, MetadataCache, read_metadata
+from localchat.settings import folders
+from localchat.settings.drafter_kind import DrafterKind
+from localchat.settings.options import DRAFT_TOKENS_DEFAULT
 
-NONE = "none"  # no speculation possible for this target
 MAX_DRAFT_RATIO = 1 / 8
 MAX_VOCAB_DIFFERENCE = 128  # llama.cpp's limit on vocabulary size differences
 
@@ -37,9 +39,7 @@ _SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
 
 def default_models_dir() -> Path:
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("localchat", appauthor=False)) / "models"
+    return folders.models_dir()
 
 
 def hf_cache_dir() -> Path:
@@ -157,12 +157,12 @@ def _total_size(path: Path) -> int:
 class Pairing:
     """What will draft for a target, and why, in a sentence for the UI."""
 
-    kind: str  # DRAFT_MODEL, NGRAM or NONE
+    kind: DrafterKind  # MODEL, NGRAM, or NONE when nothing can draft for this target
     draft_path: Path | None
     reason: str
-    draft_tokens: int = 4
+    draft_tokens: int = DRAFT_TOKENS_DEFAULT
     source: str = "fallback"  # "catalog", "fingerprint" or "fallback"
-    missing_drafter: Drafter | None = None  # the catalog's drafter, when it could be downloaded
+    missing_drafter: DrafterEntry | None = None  # the catalog's drafter, when it could be downloaded
 
 
 def _label(meta: GgufMetadata, path: Path) -> str:
@@ -188,10 +188,12 @@ def pair_drafter(
     try:
         target = read_metadata(tpath, library.cache)
     except GgufError as exc:
-        return Pairing(NONE, None, f"Speculative decoding is off because the target cannot be read: {exc}")
+        return Pairing(
+            DrafterKind.NONE, None, f"Speculative decoding is off because the target cannot be read: {exc}"
+        )
     if target.is_recurrent:
         return Pairing(
-            NONE,
+            DrafterKind.NONE,
             None,
             (
                 f"{tpath.name} is a recurrent or hybrid model ({target.architecture}); its state "
@@ -200,7 +202,9 @@ def pair_drafter(
         )
     if not target.has_vocab:
         return Pairing(
-            NONE, None, f"{tpath.name} has no vocabulary in its header, so nothing can draft for it."
+            DrafterKind.NONE,
+            None,
+            f"{tpath.name} has no vocabulary in its header, so nothing can draft for it.",
         )
     target_size = _total_size(tpath) or target.file_size
     try:
@@ -209,18 +213,18 @@ def pair_drafter(
         target_key = tpath
 
     notes: list[str] = []
-    missing: Drafter | None = None
+    missing: DrafterEntry | None = None
     ngram_tokens = 4
     match = catalog.find_target_file(tpath.name)
     if match is not None:
         entry, _quant = match
         for d in entry.drafters:
-            if d.kind == NGRAM:
+            if d.kind == DrafterKind.NGRAM:
                 ngram_tokens = d.draft_tokens
         first = entry.drafters[0]
-        if first.kind == NGRAM:
+        if first.kind == DrafterKind.NGRAM:
             return Pairing(
-                NGRAM,
+                DrafterKind.NGRAM,
                 None,
                 (
                     f"The catalog recommends n-gram prompt lookup for {entry.display_name}"
@@ -230,9 +234,9 @@ def pair_drafter(
                 "catalog",
             )
         for d in entry.drafters:
-            if d.kind == MTP or d.experimental:
+            if d.kind == DrafterKind.MTP or d.experimental:
                 continue
-            if d.kind != DRAFT_MODEL:
+            if d.kind != DrafterKind.MODEL:
                 continue
             local = library.find_file(d.filename, d.repo)
             if local is None:
@@ -247,7 +251,7 @@ def pair_drafter(
                 notes.append(f"The catalog's drafter {local.name} does not share the target's vocabulary.")
                 continue
             return Pairing(
-                DRAFT_MODEL,
+                DrafterKind.MODEL,
                 local.path,
                 (f"{local.name} drafts for {entry.display_name}, as the catalog recommends."),
                 d.draft_tokens,
@@ -277,7 +281,7 @@ def pair_drafter(
                 ),
             ]
         )
-        return Pairing(DRAFT_MODEL, best.path, reason, 4, "fingerprint", missing)
+        return Pairing(DrafterKind.MODEL, best.path, reason, 4, "fingerprint", missing)
 
     why: list[str] = list(notes)
     too_big = [m for m in same_vocab if m.size > target_size * max_ratio]
@@ -292,7 +296,7 @@ def pair_drafter(
     why.append("localchat drafts with n-gram prompt lookup instead.")
     if missing is not None:
         why.append(f"Download {Path(missing.filename).name} to use a draft model.")
-    return Pairing(NGRAM, None, " ".join(why), ngram_tokens, "fallback", missing)
+    return Pairing(DrafterKind.NGRAM, None, " ".join(why), ngram_tokens, "fallback", missing)
 
 
 def _resolve(path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The conversation store: SQLite under the platformdirs data folder.
+"""The conversation store: SQLite under localchat's data folder.
 
 Every write commits before the method returns (autocommit, one short
 transaction per call), and the database runs in WAL mode, so killing the app
@@ -34,11 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import platformdirs
+from localchat.settings import folders
 
 log = logging.getLogger(__name__)
 
-APP_NAME = "localchat"
 FILE_NAME = "chats.sqlite3"
 SCHEMA_VERSION = 1
 ROLES = ("system", "user", "assistant")
@@ -136,7 +135,7 @@ class Recovery:
 
 def default_data_dir() -> Path:
     """The platform's data folder for localchat (e.g. ~/.local/share/localchat)."""
-    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    return folders.data_dir()
 
 
 def default_path() -> Path:

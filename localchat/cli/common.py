@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from localchat.engine.types import EngineConfig, SpeculationConfig
+from localchat.settings.options import DRAFT_TOKENS_DEFAULT, DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -14,7 +15,12 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload (-1: all on a GPU)")
-    p.add_argument("--draft-tokens", type=int, default=4, help="draft length, 1-16 (default 4)")
+    p.add_argument(
+        "--draft-tokens",
+        type=int,
+        default=DRAFT_TOKENS_DEFAULT,
+        help=f"draft length, {DRAFT_TOKENS_MIN}-{DRAFT_TOKENS_MAX} (default {DRAFT_TOKENS_DEFAULT})",
+    )
     p.add_argument("--p-min", type=float, default=SpeculationConfig().p_min,
                    help="the draft model stops when its top probability falls below this")
     p.add_argument("--max-tokens", type=int, default=256)

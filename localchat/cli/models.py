@@ -9,33 +9,7 @@ from pathlib import Path
 from localchat.catalog.drafters import Catalog, CatalogEntry
 from localchat.catalog.errors import CatalogError
 from localchat.catalog.library import Library, LocalModel, default_models_dir, hf_cache_dir
-
-# A model needs its weights in memory plus the context and runtime: about 15% and half a GB
-# more at common context lengths. "tight" means it fits only if little else is running.
-OVERHEAD_FACTOR = 1.15
-OVERHEAD_BYTES = 512 * 1024 * 1024
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
-def fits_in_memory(size: int, total_ram: int) -> str:
-    """'yes', 'tight' or 'no' for a model (target + drafter) of ``size`` bytes."""
-    need = size * OVERHEAD_FACTOR + OVERHEAD_BYTES
-    if need <= total_ram * 0.75:
-        return "yes"
-    return "tight" if need <= total_ram else "no"
-
-
-def total_ram() -> int:
-    import psutil
-
-    return int(psutil.virtual_memory().total)
+from localchat.catalog.sizes import fits_in_memory, format_bytes, total_ram
 
 
 def resolve_models_dir(arg: str | None) -> Path:
@@ -45,7 +19,7 @@ def resolve_models_dir(arg: str | None) -> Path:
     try:
         from localchat.settings.toml_file import SettingsFile
 
-        folder = str(SettingsFile().load().settings.get("models_folder") or "")
+        folder = SettingsFile().load().settings.models_folder
     except Exception:  # a broken settings file must not stop a headless command
         folder = ""
     return Path(folder).expanduser() if folder else default_models_dir()
@@ -71,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def _entry_line(entry: CatalogEntry, library: Library, ram: int) -> str:
+def _entry_line(entry: CatalogEntry, library: Library, ram: int | None) -> str:
     quant = entry.default_quant
     drafter = entry.model_drafter
     size = quant.size + (drafter.size if drafter else 0)
@@ -89,19 +63,19 @@ def _entry_line(entry: CatalogEntry, library: Library, ram: int) -> str:
         flags.append("unverified")
     name = entry.display_name + (f" [{', '.join(flags)}]" if flags else "")
     return (
-        f"{mark} {entry.id:<32} {name:<46} {quant.quant:<7} {human_bytes(size):>9}  "
-        f"{fits_in_memory(size, ram):<5}  {draft_text}"
+        f"{mark} {entry.id:<32} {name:<46} {quant.quant:<7} {format_bytes(size):>9}  "
+        f"{fits_in_memory(size, ram).value:<5}  {draft_text}"
     )
 
 
-def _local_line(model: LocalModel, ram: int) -> str:
+def _local_line(model: LocalModel, ram: int | None) -> str:
     meta = model.metadata
     if meta is None:
-        return f"  {model.name:<50} {'':<10} {'':<7} {human_bytes(model.size):>9}  {'':<5}  {model.error}"
+        return f"  {model.name:<50} {'':<10} {'':<7} {format_bytes(model.size):>9}  {'':<5}  {model.error}"
     status = "projector" if meta.is_projector else ("ready" if meta.has_vocab else "no vocabulary")
     line = (
         f"  {model.name:<50} {meta.architecture:<10} {meta.quantization or '?':<7} "
-        f"{human_bytes(model.size):>9}  {fits_in_memory(model.size, ram):<5}  "
+        f"{format_bytes(model.size):>9}  {fits_in_memory(model.size, ram).value:<5}  "
         f"{meta.size_label or ''} {status}"
     )
     return line.rstrip()
@@ -117,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     dirs = [models_dir] if args.no_hf_cache else [models_dir, hf_cache_dir()]
     library = Library(dirs)
     ram = total_ram()
-    print(f"Catalog ({catalog.source}); * = downloaded, fits = in {human_bytes(ram)} of memory")
+    print(f"Catalog ({catalog.source}); * = downloaded, fits = in {format_bytes(ram)} of memory")
     print(f"  {'ID':<32} {'MODEL':<46} {'QUANT':<7} {'SIZE':>9}  {'FITS':<5}  DRAFTER")
     for entry in catalog.entries:
         print(_entry_line(entry, library, ram))

@@ -10,7 +10,8 @@ import time
 from typing import TextIO
 
 from localchat.catalog.errors import CatalogError
-from localchat.cli.models import add_common, human_bytes, load, resolve_models_dir
+from localchat.catalog.sizes import format_bytes
+from localchat.cli.models import add_common, load, resolve_models_dir
 from localchat.hub.download import DownloadProgress
 from localchat.hub.errors import DownloadError
 
@@ -54,10 +55,10 @@ class ProgressBar:
     def __call__(self, p: DownloadProgress) -> None:
         frac = p.fraction
         filled = int(frac * BAR_WIDTH)
-        speed = f"{human_bytes(p.speed_bps)}/s" if p.speed_bps > 0 else "..."
+        speed = f"{format_bytes(p.speed_bps)}/s" if p.speed_bps > 0 else "..."
         text = (
             f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {frac:4.0%} "
-            f"{human_bytes(p.bytes_done)}/{human_bytes(p.bytes_total)} {speed} ETA {_clock(p.eta_s)} "
+            f"{format_bytes(p.bytes_done)}/{format_bytes(p.bytes_total)} {speed} ETA {_clock(p.eta_s)} "
             f"{p.filename} ({p.file_index}/{p.file_count})"
         )
         if p.phase == "verifying":

@@ -27,7 +27,6 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,7 +107,7 @@ def default_pair() -> tuple[Path, Path] | None:
     from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
     from localchat.settings import SettingsFile
 
-    folder = str(SettingsFile().load().settings.get("models_folder") or "") or str(default_models_dir())
+    folder = SettingsFile().load().settings.models_folder or str(default_models_dir())
     catalog = load_catalog()
     starter = catalog.starter
     if starter is None or starter.model_drafter is None:
@@ -254,7 +253,8 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
-    from localchat.app import APP_NAME, build_main_window
+    from localchat.app import build_main_window
+    from localchat.settings.folders import APP_NAME
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
     app.setApplicationName(APP_NAME)
@@ -313,7 +313,8 @@ def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> 
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
-    from localchat.app import APP_NAME, build_main_window
+    from localchat.app import ShutsDown, build_main_window
+    from localchat.settings.folders import APP_NAME
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
     parts = build_main_window(autoload=False)
@@ -326,9 +327,8 @@ def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> 
         _say(f"window: shown {out.window_s:.2f} s after the process started (platform {platform})")
     finally:
         parts.window.close()
-        stop: Callable[[], None] | None = getattr(parts.engine, "stop", None)
-        if stop is not None:
-            stop()
+        if isinstance(parts.engine, ShutsDown):
+            parts.engine.shutdown()
         parts.store.close()
         app.processEvents()
 

@@ -56,8 +56,9 @@ def register(sub: Any) -> None:
 
 def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str | None, str, str]:
     """(target path, draft path, model id, pairing sentence) for a path or a catalog id; ValueError."""
-    from localchat.catalog.drafters import DRAFT_MODEL, load_catalog
+    from localchat.catalog.drafters import load_catalog
     from localchat.catalog.library import Library, default_models_dir, hf_cache_dir, pair_drafter
+    from localchat.settings.drafter_kind import DrafterKind
 
     library = Library([default_models_dir(), hf_cache_dir()])
     catalog: Any = None
@@ -90,7 +91,7 @@ def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str
     if no_spec or catalog is None:
         return str(target), None, model_id, "Speculation is off unless a request asks for it."
     pairing = pair_drafter(target, catalog, library)
-    draft_path = str(pairing.draft_path) if pairing.kind == DRAFT_MODEL and pairing.draft_path else None
+    draft_path = str(pairing.draft_path) if pairing.kind == DrafterKind.MODEL and pairing.draft_path else None
     return str(target), draft_path, model_id, pairing.reason
 
 

@@ -37,7 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-MAX_DRAFT = 16
+from localchat.settings.options import DRAFT_TOKENS_MAX
+
+MAX_DRAFT = DRAFT_TOKENS_MAX
 
 
 class DraftPolicy(Protocol):

@@ -252,7 +252,7 @@ class Model:
         return self._piece_buf.raw[:n]
 
     def close(self) -> None:
-        if getattr(self, "handle", None):
+        if self.handle:
             _llama().llama_model_free(self.handle)
             self.handle = None
 
@@ -391,7 +391,7 @@ class Context:
 
     def close(self) -> None:
         lc = _llama()
-        if getattr(self, "handle", None):
+        if self.handle:
             lc.llama_batch_free(self.batch)
             lc.llama_free(self.handle)
             self.handle = None

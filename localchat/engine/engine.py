@@ -19,7 +19,7 @@ from localchat.engine.backend import Context, Model, backend_name, init_backend,
 from localchat.engine.chat_format import ChatFormatter, FitCancelled
 from localchat.engine.compat import check_compatible
 from localchat.engine.devices import add_worker, has_local_accelerator, local_accelerators
-from localchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter
+from localchat.engine.draft_sources import CombinedDrafter, DraftSource, ModelDrafter, NgramDrafter
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
 from localchat.engine.placement import Placement, split_target
 from localchat.engine.rpc_wire import WorkerAddressError, parse_endpoint
@@ -153,7 +153,7 @@ class Engine:
         self.model_drafter = ModelDrafter(ctx, draft.name)
 
     # -- speculation choice -------------------------------------------------------
-    def _choose_drafter(self, spec: SpeculationConfig) -> tuple[Drafter | None, SpeculationState]:
+    def _choose_drafter(self, spec: SpeculationConfig) -> tuple[DraftSource | None, SpeculationState]:
         if not spec.enabled:
             return None, SpeculationState(False, "off", "Speculation is turned off.")
         kind = spec.drafter
@@ -180,7 +180,7 @@ class Engine:
     def speculation_state(self, spec: SpeculationConfig) -> SpeculationState:
         return self._choose_drafter(spec)[1]
 
-    def _policy(self, request: GenerationRequest, drafter: Drafter | None) -> DraftPolicy:
+    def _policy(self, request: GenerationRequest, drafter: DraftSource | None) -> DraftPolicy:
         spec = request.speculation
         if drafter is None or not spec.adaptive:
             return FixedPolicy(spec.draft_tokens)
@@ -319,8 +319,7 @@ class Engine:
         if self.draft_model is not None:
             self.draft_model.close()
             self.draft_model = None
-        if getattr(self, "target", None) is not None:
-            self.target.close()
+        self.target.close()  # idempotent, like the models' close
         self.target_model.close()
 
     def __enter__(self) -> Engine:

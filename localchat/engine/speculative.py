@@ -10,7 +10,7 @@ Invariants:
   token after a fully accepted draft). Sampling: speculative sampling, which
   keeps the target's distribution.
 - Rejected positions leave the target's cache at once; the drafter drops its
-  own on its next sync (see drafters.sync_context).
+  own on its next sync (see draft_sources.sync_context).
 - With no drafter, or a policy that asks for 0 draft tokens, the same loop is
   plain decoding, so comparisons between modes are fair.
 """
@@ -26,7 +26,7 @@ import numpy as np
 from localchat.engine import sampling
 from localchat.engine.adaptive import DraftPolicy
 from localchat.engine.backend import Context
-from localchat.engine.drafters import Draft, Drafter, sync_context
+from localchat.engine.draft_sources import Draft, DraftSource, MixingSource, sync_context
 from localchat.engine.stats import StatsRecorder
 from localchat.engine.types import FinishReason, SamplingParams
 
@@ -43,7 +43,7 @@ class DecodeLoop:
     def __init__(
         self,
         target: Context,
-        drafter: Drafter | None,
+        drafter: DraftSource | None,
         policy: DraftPolicy,
         params: SamplingParams,
         recorder: StatsRecorder,
@@ -152,7 +152,7 @@ class DecodeLoop:
             n = 0
             if self.drafter is not None:
                 n = min(self.policy.draft_length(), room, remaining - 1)
-                if hasattr(self.drafter, "limit"):
+                if isinstance(self.drafter, MixingSource):
                     self.drafter.limit = min(room, remaining - 1)  # how far a drafter may go beyond n
             draft = Draft()
             draft_s = 0.0
@@ -172,9 +172,8 @@ class DecodeLoop:
             step_draft_s = draft_s - draft.catch_up_seconds
             self.policy.observe(len(draft.tokens), accepted, step_draft_s, verify_s, draft.source,
                                 draft.confidence)
-            observe = getattr(self.drafter, "observe", None)
-            if observe is not None and draft.tokens:
-                observe(draft.source, len(draft.tokens), accepted)
+            if isinstance(self.drafter, MixingSource) and draft.tokens:
+                self.drafter.observe(draft.source, len(draft.tokens), accepted)
 
             out: list[int] = []
             stop = False

@@ -49,10 +49,6 @@ def concat_runs(first: Sequence[int], second: Sequence[int]) -> Runs:
     return (*first, *second)
 
 
-def runs_length(runs: Sequence[int]) -> int:
-    return sum(runs)
-
-
 def valid_runs(value: object) -> Runs:
     """Runs read back from storage: a list of non-negative ints, else nothing."""
     if isinstance(value, (list, tuple)) and all(isinstance(v, int) and v >= 0 for v in value):

@@ -10,15 +10,8 @@ import enum
 from dataclasses import dataclass, field
 
 from localchat.engine.stats import GenerationStats
-
-
-class DrafterKind(enum.Enum):
-    """Where draft tokens come from."""
-
-    NONE = "none"  # plain decoding through the same loop
-    MODEL = "draft-model"  # a second, small GGUF with the same vocabulary
-    NGRAM = "ngram"  # prompt lookup over the context, no model
-    AUTO = "auto"  # per step: n-gram when the context has a match, else the draft model
+from localchat.settings.drafter_kind import DrafterKind as DrafterKind  # re-exported: crosses processes
+from localchat.settings.options import DRAFT_TOKENS_DEFAULT, DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 
 
 class FinishReason(enum.Enum):
@@ -57,13 +50,16 @@ class SpeculationConfig:
 
     enabled: bool = True
     drafter: DrafterKind = DrafterKind.AUTO
-    draft_tokens: int = 4  # starting (or fixed) draft length, 1-16
+    draft_tokens: int = DRAFT_TOKENS_DEFAULT  # starting (or fixed) draft length
     adaptive: bool = True  # adapt the draft length and pause speculation when it loses
     p_min: float = 0.5  # the draft model stops drafting when its top probability falls below this
 
     def __post_init__(self) -> None:
-        if not 1 <= self.draft_tokens <= 16:
-            raise ValueError(f"draft_tokens must be between 1 and 16, got {self.draft_tokens}")
+        if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:
+            raise ValueError(
+                f"draft_tokens must be between {DRAFT_TOKENS_MIN} and {DRAFT_TOKENS_MAX}, "
+                f"got {self.draft_tokens}"
+            )
         if not 0.0 <= self.p_min < 1.0:
             raise ValueError(f"p_min must be in [0, 1), got {self.p_min}")
 

@@ -44,6 +44,7 @@ from typing import Any, BinaryIO, cast
 from urllib.parse import urlsplit
 
 from localchat.catalog.drafters import is_safe_relative_path
+from localchat.catalog.sizes import format_bytes
 from localchat.hub.errors import (
     AccessDeniedError,
     AlreadyDownloadingError,
@@ -138,14 +139,6 @@ def free_space_of(path: Path) -> int:
         with contextlib.suppress(OSError):
             return shutil.disk_usage(p).free
     return 0
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
 
 
 class _Cancelled(Exception):
@@ -415,8 +408,8 @@ class DownloadJob:
         free = self.free_space(self.models_dir)
         if free < needed:
             raise NotEnoughSpaceError(
-                f"Not enough disk space: the download needs {human_bytes(needed)} in {self.models_dir}, "
-                f"which has {human_bytes(free)} free."
+                f"Not enough disk space: the download needs {format_bytes(needed)} in {self.models_dir}, "
+                f"which has {format_bytes(free)} free."
             )
 
     def lock_path(self, k: int) -> Path:
@@ -540,7 +533,7 @@ class DownloadJob:
                 "(the part already downloaded is kept)."
             )
         kept = (
-            f"; the {human_bytes(_size(part))} already downloaded are kept and the next try resumes"
+            f"; the {format_bytes(_size(part))} already downloaded are kept and the next try resumes"
             if part and _size(part)
             else ""
         )

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from localchat.catalog.drafters import Catalog, CatalogEntry, Drafter, QuantFile
+from localchat.catalog.drafters import Catalog, CatalogEntry, DrafterEntry, QuantFile
+from localchat.catalog.sizes import format_bytes
 from localchat.hub import pypi_models, pypi_source
 from localchat.hub.download import (
     CancelToken,
@@ -26,7 +27,6 @@ from localchat.hub.download import (
     DownloadProgress,
     ProgressCallback,
     free_space_of,
-    human_bytes,
     is_verified,
     local_path,
 )
@@ -55,7 +55,7 @@ class PullResult:
 
 def choose(
     entry: CatalogEntry, quant: str | None = None, with_drafter: bool = True
-) -> tuple[QuantFile, Drafter | None]:
+) -> tuple[QuantFile, DrafterEntry | None]:
     """The quantization to fetch and the draft model that goes with it (None for n-gram-only entries)."""
     try:
         q = entry.quant(quant)
@@ -111,7 +111,7 @@ def _pull_pypi(
     catalog: Catalog,
     root: Path,
     quant: QuantFile,
-    drafter: Drafter | None,
+    drafter: DrafterEntry | None,
     progress: ProgressCallback | None,
     cancel: CancelToken | None,
     offline: bool | None,
@@ -151,8 +151,8 @@ def _pull_pypi(
         free = free_space(root)
         if free < needed:
             raise NotEnoughSpaceError(
-                f"Not enough disk space: the download needs {human_bytes(needed)} in {root}, "
-                f"which has {human_bytes(free)} free."
+                f"Not enough disk space: the download needs {format_bytes(needed)} in {root}, "
+                f"which has {format_bytes(free)} free."
             )
     start = time.monotonic()
     done_before = 0

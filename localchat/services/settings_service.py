@@ -1,8 +1,9 @@
 """SettingsService: the settings with a ``changed(name, value)`` signal, saved on every change.
 
-Wraps ``localchat.settings`` for the GUI: ``get``/``set``/``reset`` by option
-name, ``changed`` after a value really changed, and the file written at once
-(only non-defaults). The messages from reading the file (bad values, a broken
+Wraps ``localchat.settings`` for the GUI: typed properties to read
+(``settings.draft_tokens``), ``set``/``reset`` by option name, ``changed``
+after a value really changed, and the file written at once (only
+non-defaults). The messages from reading the file (bad values, a broken
 file set aside) are in ``load_messages`` for the window to show once; a save
 that fails is logged and announced with ``save_failed(sentence)``, and the
 value still applies for this session.
@@ -16,12 +17,14 @@ from collections.abc import Mapping
 from PySide6.QtCore import QObject, Signal
 
 from localchat.services.qt_signals import emit
-from localchat.settings import Settings, SettingsFile, Value, option
+from localchat.settings import OptionReader, Settings, SettingsFile, Value, option
 
 log = logging.getLogger(__name__)
 
 
-class SettingsService(QObject):
+class SettingsService(QObject, OptionReader):
+    """The current settings (typed properties from OptionReader), saved and announced on change."""
+
     changed = Signal(str, object)  # option name, new value
     save_failed = Signal(str)
 

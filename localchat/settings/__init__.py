@@ -5,7 +5,7 @@ Public API::
     from localchat.settings import OPTIONS, Option, Settings, SettingsFile
 
     result = SettingsFile().load()          # or SettingsFile(config_dir) in tests
-    result.settings.get_int("draft_tokens") # typed getters: get_bool/get_int/get_float/get_str
+    result.settings.draft_tokens            # typed properties, one per option (OptionReader)
     result.messages                         # sentences about ignored or bad values, possibly empty
     result.settings.set("temperature", 0.2) # validates; InvalidValueError on a bad value
     SettingsFile().save(result.settings)    # writes only non-defaults
@@ -22,7 +22,7 @@ from localchat.settings.options import (
     Value,
     option,
 )
-from localchat.settings.settings import Settings
+from localchat.settings.settings import OptionReader, Settings
 from localchat.settings.toml_file import LoadResult, SettingsFile, default_config_dir
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "InvalidValueError",
     "LoadResult",
     "Option",
+    "OptionReader",
     "Settings",
     "SettingsFile",
     "Value",

@@ -6,8 +6,9 @@ means adding one ``Option`` below and nothing else. ``section`` groups options
 in the dialog and names the TOML table they are written to.
 
 Option names are flat and unique across sections (``draft_tokens``, not
-``speculation.draft_tokens``) so code can say ``settings.get_int("draft_tokens")``
-without knowing where the dialog shows it.
+``speculation.draft_tokens``) so code can say ``settings.draft_tokens``
+without knowing where the dialog shows it; code outside this package reads them
+through the typed properties of ``settings.OptionReader`` (``settings.draft_tokens``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Literal
+
+from localchat.settings.drafter_kind import DrafterKind
 
 Value = bool | int | float | str
 PathKind = Literal["", "file", "folder"]
@@ -49,6 +52,8 @@ class Option:
     needs_restart: bool = False
     visible: bool = True
     path_kind: PathKind = ""
+    # Spellings earlier versions stored, read as today's value (old -> new), so their files still load.
+    legacy_values: tuple[tuple[str, str], ...] = ()
 
     @property
     def choice_values(self) -> tuple[str, ...]:
@@ -79,7 +84,7 @@ class Option:
         else:
             if not isinstance(value, str):
                 raise InvalidValueError(f"{self.name} must be text, not {value!r}")
-            checked = value
+            checked = dict(self.legacy_values).get(value, value)
             if self.choices and checked not in self.choice_values:
                 allowed = ", ".join(self.choice_values)
                 raise InvalidValueError(f"{self.name} must be one of {allowed}, not {value!r}")
@@ -98,6 +103,12 @@ class Option:
 def _fmt(number: float) -> str:
     return str(int(number)) if float(number).is_integer() else str(number)
 
+
+# The draft length's bounds and default, read from here by the engine, the catalog, the CLI and
+# the benchmark dialog (the settings layer is the lowest, so every layer may import it).
+DRAFT_TOKENS_MIN = 1
+DRAFT_TOKENS_MAX = 16
+DRAFT_TOKENS_DEFAULT = 4
 
 SPECULATION = "Speculation"
 SAMPLING = "Sampling"
@@ -119,18 +130,19 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "drafter",
         str,
-        "auto",
+        DrafterKind.AUTO.value,
         "Drafter",
         "Where draft tokens come from: automatic (the paired draft model, or n-gram lookup "
         "when the chat repeats itself), a draft model, n-gram lookup only, or none.",
         SPECULATION,
         choices=(
-            ("auto", "Automatic"),
-            ("model", "Draft model"),
-            ("ngram", "N-gram lookup (no model)"),
-            ("none", "None"),
+            (DrafterKind.AUTO.value, "Automatic"),
+            (DrafterKind.MODEL.value, "Draft model"),
+            (DrafterKind.NGRAM.value, "N-gram lookup (no model)"),
+            (DrafterKind.NONE.value, "None"),
         ),
         needs_restart=True,
+        legacy_values=(("model", DrafterKind.MODEL.value),),  # before 0.2 the setting said "model"
     ),
     Option(
         "draft_model_path",
@@ -145,13 +157,13 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "draft_tokens",
         int,
-        4,
+        DRAFT_TOKENS_DEFAULT,
         "Draft tokens",
         "How many tokens the drafter proposes per step. With adaptive speculation the draft model "
         "decides token by token instead, and this is the first length for n-gram lookup.",
         SPECULATION,
-        minimum=1,
-        maximum=16,
+        minimum=DRAFT_TOKENS_MIN,
+        maximum=DRAFT_TOKENS_MAX,
         step=1,
     ),
     Option(
@@ -313,18 +325,12 @@ OPTIONS: tuple[Option, ...] = (
         STATE,
         visible=False,
     ),
-    Option(
-        "window_state",
-        str,
-        "",
-        "Window state",
-        "The main window's splitter and dock layout (Qt's saveState, base64).",
-        STATE,
-        visible=False,
-    ),
 )
 
 OPTIONS_BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
+
+# Options earlier versions declared and this one dropped: read silently and not written back.
+RETIRED_OPTIONS = frozenset({"window_state"})
 
 SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(option.section for option in OPTIONS))
 

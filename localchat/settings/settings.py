@@ -8,30 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from localchat.settings.drafter_kind import DrafterKind
 from localchat.settings.options import OPTIONS, Option, Value, option
 
 
-class Settings:
-    """Values for every declared option; unset options read as their defaults.
-
-    ``extra`` holds entries of the settings file that no option here declares
-    (written by a newer version, say). They are kept and written back
-    unchanged so that opening the file with an older localchat loses nothing.
+class OptionReader:
+    """Typed read access to every option: ``settings.draft_tokens`` is an int, ``settings.drafter``
+    a DrafterKind. Code reads options through these properties, so an option's name is spelt in
+    options.py and here only, and mypy checks every use. Subclasses provide ``get``; a test keeps
+    one property per declared option, of the option's type.
     """
 
-    def __init__(
-        self,
-        values: Mapping[str, Value] | None = None,
-        extra: Mapping[str, Mapping[str, Value]] | None = None,
-    ) -> None:
-        self._values: dict[str, Value] = {}
-        self.extra: dict[str, dict[str, Value]] = {k: dict(v) for k, v in (extra or {}).items()}
-        for name, value in (values or {}).items():
-            self.set(name, value)
-
     def get(self, name: str) -> Value:
-        opt = option(name)
-        return self._values.get(name, opt.default)
+        raise NotImplementedError
 
     def get_bool(self, name: str) -> bool:
         value = self.get(name)
@@ -52,6 +41,110 @@ class Settings:
         value = self.get(name)
         assert isinstance(value, str), name
         return value
+
+    # Speculation
+    @property
+    def speculation(self) -> bool:
+        return self.get_bool("speculation")
+
+    @property
+    def drafter(self) -> DrafterKind:
+        return DrafterKind(self.get_str("drafter"))
+
+    @property
+    def draft_model_path(self) -> str:
+        return self.get_str("draft_model_path")
+
+    @property
+    def draft_tokens(self) -> int:
+        return self.get_int("draft_tokens")
+
+    @property
+    def adaptive(self) -> bool:
+        return self.get_bool("adaptive")
+
+    # Sampling
+    @property
+    def temperature(self) -> float:
+        return self.get_float("temperature")
+
+    @property
+    def top_k(self) -> int:
+        return self.get_int("top_k")
+
+    @property
+    def top_p(self) -> float:
+        return self.get_float("top_p")
+
+    @property
+    def min_p(self) -> float:
+        return self.get_float("min_p")
+
+    @property
+    def repeat_penalty(self) -> float:
+        return self.get_float("repeat_penalty")
+
+    # Engine
+    @property
+    def context_length(self) -> int:
+        return self.get_int("context_length")
+
+    @property
+    def threads(self) -> int:
+        return self.get_int("threads")
+
+    @property
+    def gpu_layers(self) -> int:
+        return self.get_int("gpu_layers")
+
+    @property
+    def models_folder(self) -> str:
+        return self.get_str("models_folder")
+
+    # Appearance
+    @property
+    def colour_accepted_tokens(self) -> bool:
+        return self.get_bool("colour_accepted_tokens")
+
+    @property
+    def theme(self) -> str:
+        return self.get_str("theme")
+
+    # State
+    @property
+    def last_model_path(self) -> str:
+        return self.get_str("last_model_path")
+
+    @property
+    def last_draft_path(self) -> str:
+        return self.get_str("last_draft_path")
+
+    @property
+    def window_geometry(self) -> str:
+        return self.get_str("window_geometry")
+
+
+class Settings(OptionReader):
+    """Values for every declared option; unset options read as their defaults.
+
+    ``extra`` holds entries of the settings file that no option here declares
+    (written by a newer version, say). They are kept and written back
+    unchanged so that opening the file with an older localchat loses nothing.
+    """
+
+    def __init__(
+        self,
+        values: Mapping[str, Value] | None = None,
+        extra: Mapping[str, Mapping[str, Value]] | None = None,
+    ) -> None:
+        self._values: dict[str, Value] = {}
+        self.extra: dict[str, dict[str, Value]] = {k: dict(v) for k, v in (extra or {}).items()}
+        for name, value in (values or {}).items():
+            self.set(name, value)
+
+    def get(self, name: str) -> Value:
+        opt = option(name)
+        return self._values.get(name, opt.default)
 
     def set(self, name: str, value: object) -> Value:
         """Validate and store ``value``; returns the stored value.

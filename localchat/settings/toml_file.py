@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import tomlkit
 import tomlkit.items
 from tomlkit.exceptions import TOMLKitError
 
+from localchat.settings import folders
 from localchat.settings.options import (
     OPTIONS,
     OPTIONS_BY_NAME,
+    RETIRED_OPTIONS,
     InvalidValueError,
     Value,
     section_key,
@@ -42,13 +43,12 @@ from localchat.settings.settings import Settings
 
 log = logging.getLogger(__name__)
 
-APP_NAME = "localchat"
 FILE_NAME = "settings.toml"
 
 
 def default_config_dir() -> Path:
     """The platform's config folder for localchat (e.g. ~/.config/localchat)."""
-    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+    return folders.config_dir()
 
 
 @dataclass
@@ -58,7 +58,7 @@ class LoadResult:
 
 
 class SettingsFile:
-    """settings.toml in ``config_dir`` (the platformdirs config folder by default)."""
+    """settings.toml in ``config_dir`` (localchat's config folder by default)."""
 
     def __init__(self, config_dir: Path | str | None = None) -> None:
         self.dir = Path(config_dir) if config_dir is not None else default_config_dir()
@@ -163,6 +163,8 @@ def parse_document(document: dict[str, object], source: str = FILE_NAME) -> Load
     def take(table: str, key: str, raw: object) -> None:
         where = f"[{table}] {key}" if table else key
         opt = OPTIONS_BY_NAME.get(key)
+        if opt is None and key in RETIRED_OPTIONS:
+            return
         if opt is None:
             if isinstance(raw, bool | int | float | str):
                 extra.setdefault(table, {})[key] = raw

@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import (
@@ -55,6 +55,7 @@ from localchat.engine.bench import (
 )
 from localchat.engine.stats import combine
 from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
+from localchat.settings.options import DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 from localchat.ui.bench_chart import GroupedBarChart, LineChart
 from localchat.ui.bench_results import (
     default_data_dir,
@@ -93,26 +94,6 @@ COLUMN_TIPS = (
 )
 
 ConfigSource = EngineConfig | Callable[[], EngineConfig | None] | None
-
-
-class BenchServiceLike(Protocol):
-    """What the dialog needs from services.BenchService (signals: loaded, progress, finished,
-    cancelled, failed)."""
-
-    @property
-    def is_running(self) -> bool: ...
-
-    def start(
-        self,
-        config: EngineConfig,
-        prompts: Sequence[BenchPrompt],
-        modes: Sequence[BenchMode],
-        max_tokens: int,
-    ) -> None: ...
-
-    def cancel(self) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 class BenchmarkDialog(QDialog):
@@ -192,7 +173,7 @@ class BenchmarkDialog(QDialog):
         self.max_tokens.setValue(128)
         self.max_tokens.setToolTip("Tokens to generate for each prompt in each mode")
         self.draft_tokens = QSpinBox(modes_box)
-        self.draft_tokens.setRange(1, 16)
+        self.draft_tokens.setRange(DRAFT_TOKENS_MIN, DRAFT_TOKENS_MAX)
         self.draft_tokens.setValue(SpeculationConfig().draft_tokens)
         self.draft_tokens.setToolTip("Draft length of the fixed-length modes (adaptive decides per token)")
         modes_layout = QVBoxLayout(modes_box)

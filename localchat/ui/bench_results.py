@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localchat.engine.bench import BenchError, BenchPrompt, BenchRecord, BenchReport, parse_prompts
-
-APP_NAME = "localchat"
+from localchat.settings import folders
 
 
 def typed_prompts(text: str) -> list[BenchPrompt]:
@@ -96,6 +95,4 @@ def write_csv(report: BenchReport, path: Path) -> None:
 
 
 def default_data_dir() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir(APP_NAME))
+    return folders.data_dir()

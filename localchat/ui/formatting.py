@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
+from localchat.catalog.sizes import format_bytes
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import SpeculationState
 
-
-def format_bytes(n: int | float | None) -> str:
-    if n is None or n < 0:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit in ("B", "KB", "MB") else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TB"  # pragma: no cover
+__all__ = ["format_bytes"]  # the one byte formatter (catalog.sizes), re-exported for the widgets
 
 
 def format_rate(tokens_per_s: float) -> str:

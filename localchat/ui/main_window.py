@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
@@ -42,19 +42,14 @@ from localchat.ui.status_bar import SpeculationStatusBar
 from localchat.ui.theme import apply_theme
 from localchat.ui.welcome import WelcomePanel
 
+if TYPE_CHECKING:
+    from localchat.services.settings_service import SettingsService
+
 log = logging.getLogger(__name__)
 
 STARTER_DESCRIPTION = (
     "Qwen2.5-Coder 1.5B Instruct with its 0.5B drafter: about 1.6 GB, runs on most computers."
 )
-
-
-class SettingsLike(Protocol):
-    """services.SettingsService: get/set/set_many plus the changed and save_failed signals."""
-
-    def get(self, name: str) -> Any: ...
-    def set(self, name: str, value: object) -> Any: ...
-    def set_many(self, values: dict[str, object]) -> Any: ...
 
 
 class MainWindow(QMainWindow):
@@ -66,7 +61,7 @@ class MainWindow(QMainWindow):
     def __init__(
         self,
         session: ChatSession,
-        settings: SettingsLike,
+        settings: SettingsService,
         *,
         memory_probe: Callable[[], int | None] | None = None,
         parent: QWidget | None = None,
@@ -129,9 +124,9 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self.stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         self.new_shortcut = QShortcut(QKeySequence("Ctrl+N"), self)
-        self.status.set_speculation_enabled(bool(self._settings.get("speculation")))
-        self.chat_view.set_colour_drafted(bool(self._settings.get("colour_accepted_tokens")))
-        apply_theme(str(self._settings.get("theme")))
+        self.status.set_speculation_enabled(self._settings.speculation)
+        self.chat_view.set_colour_drafted(self._settings.colour_accepted_tokens)
+        apply_theme(self._settings.theme)
         self._connect_signals()
         self._restore_geometry()
         self._refresh_conversations()
@@ -455,7 +450,7 @@ class MainWindow(QMainWindow):
         self.sidebar.set_conversations(items, self.session.current_id)
 
     def _restore_geometry(self) -> None:
-        geometry = str(self._settings.get("window_geometry") or "")
+        geometry = self._settings.window_geometry
         if geometry:
             self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
 

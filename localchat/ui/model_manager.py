@@ -32,6 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from localchat.catalog.drafters import Catalog
+from localchat.catalog.sizes import fits_in_memory
 from localchat.services.qt_signals import emit
 from localchat.ui.formatting import format_bytes
 
@@ -42,13 +44,8 @@ LOCAL_COLUMNS = ("File", "Size", "Architecture", "Quantization", "Status")
 
 
 def fits_text(size: int, available: int | None) -> str:
-    """A hint: a model needs roughly its file size plus ~20% for the context and buffers."""
-    if available is None:
-        return "?"
-    need = int(size * 1.2)
-    if need <= available * 0.8:
-        return "Yes"
-    return "Tight" if need <= available else "No"
+    """The "Fits in memory" cell: the same rule the CLI's ``models`` list applies (catalog.sizes)."""
+    return fits_in_memory(size, available).label
 
 
 def _table(columns: Sequence[str], parent: QWidget) -> QTableWidget:
@@ -81,7 +78,7 @@ class ModelManagerDialog(QDialog):
 
     def __init__(
         self,
-        catalog: Any,
+        catalog: Catalog | None,
         library: Any,
         *,
         available_memory: int | None = None,
@@ -171,7 +168,7 @@ class ModelManagerDialog(QDialog):
         self._update_buttons()
 
     def _fill_catalog(self) -> None:
-        entries = list(getattr(self._catalog, "entries", ()) or ())
+        entries = list(self._catalog.entries) if self._catalog is not None else []
         self.catalog_table.setRowCount(len(entries))
         for row, entry in enumerate(entries):
             quant = entry.default_quant

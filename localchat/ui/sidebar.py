@@ -80,10 +80,6 @@ class ConversationSidebar(QWidget):
         finally:
             self._filling = False
 
-    def current_id(self) -> object | None:
-        item = self.list.currentItem()
-        return item.data(ID_ROLE) if item else None
-
     def titles(self) -> list[str]:
         return [self.list.item(i).text() for i in range(self.list.count())]
 

@@ -53,11 +53,9 @@ def test_broken_catalog_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_fits_in_memory() -> None:
     gb = 10**9
-    assert fits_in_memory(2 * gb, 16 * gb) == "yes"
-    assert fits_in_memory(12 * gb, 16 * gb) == "tight"
-    assert fits_in_memory(20 * gb, 16 * gb) == "no"
-
-
+    assert fits_in_memory(2 * gb, 16 * gb).value == "yes"
+    assert fits_in_memory(12 * gb, 16 * gb).value == "tight"
+    assert fits_in_memory(20 * gb, 16 * gb).value == "no"
 def test_malformed_headers_do_not_break_the_listing(
     tmp_path: Path, smollm2_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

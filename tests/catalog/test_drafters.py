@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from localchat.catalog.drafters import DRAFT_MODEL, MTP, NGRAM, load_catalog, parse_catalog
+from localchat.catalog.drafters import load_catalog, parse_catalog
 from localchat.catalog.errors import CatalogError
+from localchat.settings.drafter_kind import DrafterKind
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,8 +60,8 @@ def test_shipped_catalog_loads_and_covers_the_pairs_people_run() -> None:
     for entry in catalog.entries:
         assert entry.quants and entry.drafters
         for d in entry.drafters:
-            assert d.kind in (DRAFT_MODEL, NGRAM, MTP)
-            if d.kind == MTP:
+            assert d.kind in (DrafterKind.MODEL, DrafterKind.NGRAM, DrafterKind.MTP)
+            if d.kind == DrafterKind.MTP:
                 assert d.experimental
 
 

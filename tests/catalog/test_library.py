@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from localchat.catalog.drafters import DRAFT_MODEL, NGRAM, load_catalog, parse_catalog
+from localchat.catalog.drafters import load_catalog, parse_catalog
 from localchat.catalog.gguf import MetadataCache
-from localchat.catalog.library import NONE, Library, pair_drafter
+from localchat.catalog.library import Library, pair_drafter
+from localchat.settings.drafter_kind import DrafterKind
 from tests.catalog.ggufwriter import nested_arrays, vocab_kv, write_gguf
 
 
@@ -66,7 +67,7 @@ def test_catalog_drafter_is_chosen_when_present(
     link(models / "Qwen" / "Qwen2.5-Coder-0.5B-Instruct-GGUF", qwen_draft_path.name, qwen_draft_path)
     link(models, smollm2_path.name, smollm2_path)
     pairing = pair_drafter(target, load_catalog(), Library([models], cache=cache))
-    assert pairing.kind == DRAFT_MODEL and pairing.source == "catalog"
+    assert pairing.kind == DrafterKind.MODEL and pairing.source == "catalog"
     assert pairing.draft_path is not None and pairing.draft_path.name == qwen_draft_path.name
     assert "as the catalog recommends" in pairing.reason
 
@@ -89,12 +90,12 @@ def test_pairing_by_fingerprint_for_a_target_not_in_the_table(
 
     # The 0.5B is 44% of the 1.5B: with the default limit (an eighth) it is refused, and the reason says why.
     default = pair_drafter(target, catalog, lib)
-    assert default.kind == NGRAM and default.draft_path is None
+    assert default.kind == DrafterKind.NGRAM and default.draft_path is None
     assert "tiny-helper.gguf shares its vocabulary but is 44% of its size" in default.reason
     assert "n-gram" in default.reason
 
     relaxed = pair_drafter(target, catalog, lib, max_ratio=0.5)
-    assert relaxed.kind == DRAFT_MODEL and relaxed.source == "fingerprint"
+    assert relaxed.kind == DrafterKind.MODEL and relaxed.source == "fingerprint"
     assert relaxed.draft_path == models / "tiny-helper.gguf"
     assert "shares my-own-qwen-finetune.gguf's vocabulary and is 44% of its size" in relaxed.reason
 
@@ -107,7 +108,7 @@ def test_no_model_shares_the_vocabulary(
     link(models, gemma3_path.name, gemma3_path)
     link(models, qwen_draft_path.name, qwen_draft_path)
     pairing = pair_drafter(target, load_catalog(), Library([models], cache=cache))
-    assert pairing.kind == NGRAM
+    assert pairing.kind == DrafterKind.NGRAM
     assert pairing.reason.startswith("No local model shares smol-target.gguf's vocabulary.")
 
 
@@ -124,7 +125,7 @@ def test_the_eighth_rule_on_synthetic_models(tmp_path: Path, cache: MetadataCach
         target, parse_catalog("schema_version = 1", "empty.toml"), Library([models], cache=cache)
     )
     # The largest same-vocabulary model within an eighth of the target drafts best.
-    assert pairing.kind == DRAFT_MODEL and pairing.draft_path == models / "small.gguf"
+    assert pairing.kind == DrafterKind.MODEL and pairing.draft_path == models / "small.gguf"
 
 
 def test_catalog_drafter_missing_falls_back_and_says_so(tmp_path: Path, cache: MetadataCache) -> None:
@@ -155,19 +156,19 @@ size = 5000000
     models.mkdir()
     target = write_gguf(models / "t-q4_k_m.gguf", vocab_kv(tokens), total_size=80_000_000)
     pairing = pair_drafter(target, catalog, Library([models], cache=cache))
-    assert pairing.kind == NGRAM
+    assert pairing.kind == DrafterKind.NGRAM
     assert pairing.missing_drafter is not None and pairing.missing_drafter.filename == "d-q8_0.gguf"
     assert "is not downloaded" in pairing.reason and "Download d-q8_0.gguf" in pairing.reason
 
     write_gguf(models / "d-q8_0.gguf", vocab_kv(["a", "b", "x", "d"]), total_size=5_000_000)
     mismatch = pair_drafter(target, catalog, Library([models], cache=cache))
-    assert mismatch.kind == NGRAM and "does not share the target's vocabulary" in mismatch.reason
+    assert mismatch.kind == DrafterKind.NGRAM and "does not share the target's vocabulary" in mismatch.reason
 
 
 def test_catalog_can_prefer_ngram(tmp_path: Path, cache: MetadataCache) -> None:
     target = write_gguf(tmp_path / "phi-4-Q4_K_M.gguf", vocab_kv(["a", "b", "c"]))
     pairing = pair_drafter(target, load_catalog(), Library([tmp_path], cache=cache))
-    assert pairing.kind == NGRAM and pairing.source == "catalog"
+    assert pairing.kind == DrafterKind.NGRAM and pairing.source == "catalog"
     assert pairing.reason.startswith("The catalog recommends n-gram prompt lookup for Phi-4")
 
 
@@ -175,12 +176,10 @@ def test_recurrent_and_unreadable_targets(tmp_path: Path, cache: MetadataCache) 
     mamba = write_gguf(tmp_path / "mamba.gguf", vocab_kv(["a", "b"], arch="mamba"))
     lib = Library([tmp_path], cache=cache)
     pairing = pair_drafter(mamba, load_catalog(), lib)
-    assert pairing.kind == NONE and "recurrent" in pairing.reason
+    assert pairing.kind == DrafterKind.NONE and "recurrent" in pairing.reason
     empty = tmp_path / "empty.gguf"
     empty.touch()
-    assert pair_drafter(empty, load_catalog(), lib).kind == NONE
-
-
+    assert pair_drafter(empty, load_catalog(), lib).kind == DrafterKind.NONE
 def malformed_headers(folder: Path) -> list[Path]:
     """Four headers that used to raise ValueError/RecursionError out of the reader."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -210,4 +209,4 @@ def test_one_malformed_header_is_listed_as_bad_and_the_rest_work(
     assert listed[target.name].usable and listed["tiny-helper.gguf"].usable
 
     paired = pair_drafter(target, load_catalog(), lib, max_ratio=0.5)
-    assert paired.kind == DRAFT_MODEL and paired.draft_path == models / "tiny-helper.gguf"
+    assert paired.kind == DrafterKind.MODEL and paired.draft_path == models / "tiny-helper.gguf"

@@ -11,7 +11,7 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from localchat.engine.drafters import Draft
+from localchat.engine.draft_sources import Draft
 from localchat.engine.engine import Engine
 from localchat.engine.errors import ContextOverflowError
 from localchat.engine.textruns import concat_runs

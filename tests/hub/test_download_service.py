@@ -88,3 +88,27 @@ def test_a_running_download_is_shown_as_running_when_the_manager_is_reopened(
     assert blocker.args == [job, "Download cancelled."]
     assert svc.running() == {}
     assert not dialog.cancel_button.isVisible()
+
+
+def test_cancel_all_stops_every_download_and_waits_for_the_workers(
+    qtbot: QtBot, tmp_path: Path, catalog: Catalog, hub: HubServer, smollm2_path: Path, tiny_draft: bytes  # noqa: F811
+) -> None:
+    """What the app does as it quits: nothing keeps writing, the partial file is kept to resume."""
+    hub.add("test/SmolLM2-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", smollm2_path)
+    hub.add("test/Tiny-GGUF", "tiny-draft.gguf", tiny_draft)
+    hub.delay_per_block_s = 0.01
+    models = tmp_path / "models"
+    svc = _service(models, catalog, hub)
+    failures: list[str] = []
+    svc.failed.connect(lambda job, sentence: failures.append(sentence))
+    with qtbot.waitSignal(svc.progress, timeout=60_000):
+        svc.start("smol")
+    assert svc.active
+    assert svc.cancel_all(wait_s=30.0)
+    parts = list(models.rglob("*.part"))
+    assert parts and not list(models.rglob("*.gguf"))
+    size = parts[0].stat().st_size
+    qtbot.wait(300)
+    assert parts[0].stat().st_size == size  # the worker has stopped writing
+    qtbot.waitUntil(lambda: failures == ["Download cancelled."], timeout=10_000)
+    assert not svc.active

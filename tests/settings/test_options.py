@@ -49,7 +49,7 @@ def test_the_issue_list_is_declared() -> None:
     assert option("colour_accepted_tokens").default is False
     assert option("threads").default == 0
     assert option("gpu_layers").default == -1
-    assert set(option("drafter").choice_values) == {"auto", "model", "ngram", "none"}
+    assert set(option("drafter").choice_values) == {"auto", "draft-model", "ngram", "none"}
 
 
 @pytest.mark.parametrize(
@@ -94,3 +94,27 @@ def test_settings_set_get_reset() -> None:
     assert s.is_default("temperature")
     with pytest.raises(KeyError):
         s.get("nope")
+
+
+def test_drafter_choices_are_the_shared_vocabulary() -> None:
+    from localchat.settings.drafter_kind import DrafterKind
+
+    assert {DrafterKind(v) for v in option("drafter").choice_values} == set(DrafterKind) - {DrafterKind.MTP}
+    # Settings files written before the vocabulary was shared said "model".
+    assert option("drafter").validate("model") == "draft-model"
+    assert Settings({"drafter": "model"}).drafter is DrafterKind.MODEL
+
+
+@pytest.mark.parametrize("opt", OPTIONS, ids=lambda o: o.name)
+def test_every_option_has_a_typed_property(opt) -> None:
+    import typing
+
+    from localchat.settings import OptionReader
+    from localchat.settings.drafter_kind import DrafterKind
+
+    prop = getattr(OptionReader, opt.name, None)
+    assert isinstance(prop, property), f"OptionReader has no property {opt.name}"
+    returns = typing.get_type_hints(prop.fget)["return"]
+    assert returns is (DrafterKind if opt.name == "drafter" else opt.type)
+    value = getattr(Settings(), opt.name)
+    assert value == opt.default and isinstance(value, opt.type)

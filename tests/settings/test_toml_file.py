@@ -190,3 +190,15 @@ def test_dump_is_valid_toml_for_awkward_strings() -> None:
     s = Settings()
     s.set("last_model_path", 'tab\there \x01 \x7f quote" back\\slash 日本')
     assert tomllib.loads(dump(s))["state"]["last_model_path"] == s.get("last_model_path")
+
+
+def test_files_from_earlier_versions_still_load(tmp_path: Path) -> None:
+    f = SettingsFile(tmp_path)
+    old = '[speculation]\ndrafter = "model"\n\n[state]\nwindow_state = "AAAA"\n'
+    f.path.write_text(old, encoding="utf-8")
+    result = f.load()
+    assert result.messages == []
+    assert result.settings.get("drafter") == "draft-model"
+    f.save(result.settings)
+    document = tomllib.loads(f.path.read_text())
+    assert document == {"speculation": {"drafter": "draft-model"}}

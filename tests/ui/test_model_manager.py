@@ -4,7 +4,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from localchat.catalog.drafters import Catalog, CatalogEntry, Drafter, QuantFile
+from localchat.catalog.drafters import Catalog, CatalogEntry, DrafterEntry, QuantFile
 from localchat.catalog.library import Library
 from localchat.ui.model_manager import ModelManagerDialog, fits_text
 
@@ -38,7 +38,7 @@ def catalog() -> Catalog:
             params="1.5B",
             gated=False,
             quants=(QuantFile("Q4_K_M", "org/repo", f"model-{i}.gguf", 1_000_000_000, "apache-2.0"),),
-            drafters=(Drafter("draft-model", 4, "org/draft", "draft.gguf", 400_000_000, "apache-2.0"),),
+            drafters=(DrafterEntry("draft-model", 4, "org/draft", "draft.gguf", 400_000_000, "apache-2.0"),),
             starter=i == 0,
         )
         for i in range(2)
@@ -46,9 +46,11 @@ def catalog() -> Catalog:
     return Catalog(1, entries, (), "test")
 
 
-def test_fits_text() -> None:
-    assert fits_text(1_000, 10_000) == "Yes"
-    assert fits_text(9_000, 10_000) == "No"
+def test_fits_text_is_the_cli_rule_in_words() -> None:
+    gb = 10**9
+    assert fits_text(2 * gb, 16 * gb) == "Yes"
+    assert fits_text(12 * gb, 16 * gb) == "Tight"
+    assert fits_text(20 * gb, 16 * gb) == "No"
     assert fits_text(1_000, None) == "?"
 
 
@@ -58,7 +60,7 @@ def test_lists_catalog_and_local_models_and_loads(qtbot, tmp_path: Path, smollm2
     qtbot.addWidget(dialog)
     assert dialog.catalog_table.rowCount() == 2
     assert dialog.catalog_table.item(0, 5).text() == "draft.gguf"
-    assert dialog.catalog_table.item(0, 3).text() == "1.3 GB"
+    assert dialog.catalog_table.item(0, 3).text() == "1.4 GB"  # decimal, as the CLI
     assert dialog.local_table.rowCount() == 1
     assert dialog.local_table.item(0, 0).text() == smollm2_path.name
     assert dialog.local_table.item(0, 4).text() == "Ready"

@@ -4,7 +4,7 @@ from tests.ui.fakes import ON, model_info, stats
 
 
 def test_refreshes_at_least_four_times_a_second_while_generating(qtbot) -> None:
-    bar = SpeculationStatusBar(memory_probe=lambda: 300 * 1024 * 1024)
+    bar = SpeculationStatusBar(memory_probe=lambda: 300_000_000)
     qtbot.addWidget(bar)
     assert REFRESH_MS <= 250
     bar.show_engine_info(EngineInfo("CPU", model_info(), None, 4096, 2, 0, ON))
@@ -15,7 +15,7 @@ def test_refreshes_at_least_four_times_a_second_while_generating(qtbot) -> None:
     assert bar.acceptance_length_label.text() == "Accept. length 2.50"
     assert bar.acceptance_rate_label.text() == "Accepted 75%"
     assert bar.context_label.text() == "Context 30 / 4,096"
-    assert bar.memory_label.text() == "Engine 300 MB"
+    assert bar.memory_label.text() == "Engine 300.0 MB"
     assert bar.backend_label.text() == "CPU"
     assert bar.speculation_text == "Draft: Fake-0.1B"
     bar.generation_finished(GenerationResult("x", FinishReason.STOP, stats(20, 1.0, 10, 20, 10), ON))

@@ -1,4 +1,7 @@
-"""Where draft tokens come from, behind one small interface.
+"""Where draft tokens come from, behind one small interface (``DraftSource``).
+
+The engine's draft sources make the tokens; the catalog's ``DrafterEntry``
+(catalog/drafters.py) only says which one a target gets.
 
 - ``ModelDrafter``: a small GGUF with the target's vocabulary. It keeps its own
   KV cache in step with the target's accepted tokens: before drafting it drops
@@ -17,13 +20,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from localchat.engine import sampling
 from localchat.engine.backend import Context, DecodeAborted
 from localchat.engine.types import SamplingParams
+from localchat.settings.options import DRAFT_TOKENS_MAX
 
 
 @dataclass
@@ -51,7 +55,13 @@ class StopRule(Protocol):
         ...
 
 
-class Drafter(Protocol):
+class DraftSource(Protocol):
+    """What the decode loop drafts with (``ModelDrafter``, ``NgramDrafter``, ``CombinedDrafter``).
+
+    The catalog's ``DrafterEntry`` says which of these a target gets; this is the thing that
+    proposes the tokens.
+    """
+
     name: str
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None: ...
@@ -66,6 +76,19 @@ class Drafter(Protocol):
     ) -> Draft: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class MixingSource(DraftSource, Protocol):
+    """A source that picks between sources per step (``CombinedDrafter``) and learns which wins.
+
+    The decode loop sets ``limit`` (how far a free lookup draft may go past the asked length)
+    before each step and reports each verdict to ``observe``.
+    """
+
+    limit: int
+
+    def observe(self, source: str, drafted: int, accepted: int) -> None: ...
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -273,7 +296,7 @@ class CombinedDrafter:
     """
 
     RETRY_EVERY = 16
-    MAX_LOOKUP = 16
+    MAX_LOOKUP = DRAFT_TOKENS_MAX
     LOOKUP_START = 4
 
     def __init__(self, model: ModelDrafter, ngram: NgramDrafter, min_match: int = 3) -> None:
@@ -349,10 +372,3 @@ class CombinedDrafter:
     def close(self) -> None:
         self.model.close()
 
-
-def timed_propose(
-    drafter: Drafter, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator
-) -> tuple[Draft, float]:
-    t0 = time.perf_counter()
-    d = drafter.propose(tokens, n, params, rng)
-    return d, time.perf_counter() - t0

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from localchat.engine.drafters import CombinedDrafter, Draft, NgramDrafter
+from localchat.engine.draft_sources import CombinedDrafter, Draft, NgramDrafter
 from localchat.engine.types import SamplingParams
 
 

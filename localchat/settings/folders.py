@@ -1,0 +1,51 @@
+"""The app's name and its per-user folders: one place that asks platformdirs.
+
+Every folder localchat writes to (chats, settings, caches, logs, downloaded
+models, benchmark results) is derived here, so they all land under the same
+``localchat`` folder on every platform. ``appauthor=False`` matters on
+Windows: without it platformdirs nests the folder under an author name
+(``%LOCALAPPDATA%\\localchat\\localchat``), which put one of the copies this
+module replaced in a different folder from the rest.
+
+platformdirs is imported inside each function so importing this module (the
+lowest layer, imported by almost everything) stays cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+APP_NAME = "localchat"
+
+
+def data_dir() -> Path:
+    """The user's data folder for localchat (e.g. ~/.local/share/localchat): chats, models, results."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def config_dir() -> Path:
+    """The user's config folder for localchat (e.g. ~/.config/localchat): settings.toml."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+
+
+def cache_dir() -> Path:
+    """The user's cache folder for localchat (e.g. ~/.cache/localchat): what can be rebuilt."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def log_dir() -> Path:
+    """The user's log folder for localchat (e.g. ~/.local/state/localchat/log)."""
+    import platformdirs
+
+    return Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
+
+
+def models_dir() -> Path:
+    """Where downloaded models go when the ``models_folder`` setting is empty."""
+    return data_dir() / "models"

@@ -1,0 +1,31 @@
+"""ui.requests: settings read through typed properties become the engine's request and config."""
+
+from __future__ import annotations
+
+import pytest
+from localchat.ui.requests import build_engine_config, build_request
+
+from localchat.engine.types import ChatMessage, DrafterKind
+from localchat.settings import Settings
+
+
+@pytest.mark.parametrize("kind", [DrafterKind.AUTO, DrafterKind.MODEL, DrafterKind.NGRAM, DrafterKind.NONE])
+def test_the_drafter_setting_is_the_engine_kind(kind: DrafterKind) -> None:
+    settings = Settings({"drafter": kind.value, "draft_tokens": 7, "temperature": 0.2, "top_k": 5})
+    request = build_request(settings, [ChatMessage("user", "hi")], system_prompt=" be brief ")
+    assert request.speculation.drafter is kind
+    assert request.speculation.draft_tokens == 7
+    assert (request.sampling.temperature, request.sampling.top_k) == (0.2, 5)
+    assert request.messages[0] == ChatMessage("system", "be brief")
+
+
+def test_a_stored_old_spelling_reaches_the_engine_as_a_draft_model() -> None:
+    assert build_request(Settings({"drafter": "model"}), []).speculation.drafter is DrafterKind.MODEL
+
+
+def test_engine_config_leaves_the_draft_model_out_without_a_model_drafter() -> None:
+    with_model = build_engine_config(Settings({"threads": 3}), "t.gguf", "d.gguf")
+    assert (with_model.draft_path, with_model.n_threads) == ("d.gguf", 3)
+    assert build_engine_config(Settings({"drafter": "ngram"}), "t.gguf", "d.gguf").draft_path is None
+    chosen = build_engine_config(Settings({"draft_model_path": "mine.gguf"}), "t.gguf", "d.gguf")
+    assert chosen.draft_path == "mine.gguf" and chosen.n_threads is None
