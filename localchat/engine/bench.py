@@ -9,7 +9,6 @@ greedy, so each mode's text can be compared with plain decoding.
 from __future__ import annotations
 
 import json
-import resource
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -178,11 +177,16 @@ class BenchReport:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process, in MiB."""
-    if sys.platform.startswith("linux"):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    if sys.platform == "darwin":
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024.0 * 1024.0)
+    """Peak resident memory of this process, in MiB.
+
+    psutil has the peak only on Windows (``peak_wset``); on Linux and macOS it comes from
+    getrusage, imported here and not at the top: ``resource`` does not exist on Windows.
+    """
+    if sys.platform.startswith("linux") or sys.platform == "darwin":
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 1024.0 if sys.platform.startswith("linux") else peak / (1024.0 * 1024.0)
     info = psutil.Process().memory_info()
     return float(getattr(info, "peak_wset", info.rss)) / (1024.0 * 1024.0)
 
