@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from localchat.engine.rpc_wire import first_gone, parse_endpoint
 from localchat.engine.types import EngineConfig, EngineInfo, GenerationRequest
 from localchat.host.process import EngineGone, EngineProcess
 from localchat.host.protocol import (
@@ -301,9 +302,27 @@ class EngineClient(QObject):
             self._gone_since = time.monotonic()
             self._poll_timer.start()
 
+    def _worker_gone_sentence(self) -> str | None:
+        """When the target ran on workers: the one that no longer answers, named (ggml's RPC client
+        ends the whole engine process when a worker goes away mid-reply)."""
+        config = self.config
+        if config is None or not config.rpc_servers:
+            return None
+        try:
+            endpoints = [parse_endpoint(s) for s in config.rpc_servers]
+        except ValueError:
+            return None
+        gone = first_gone(endpoints, timeout=0.3)
+        if gone is None:
+            return None
+        return (
+            f"The worker {gone} stopped answering, so the engine stopped. Your chat is saved; the next "
+            "message starts a new engine (start the worker again, or remove it in Settings → Workers)."
+        )
+
     def _report_death(self, exitcode: int | None) -> None:
         was_loading = self._pending_loads > 0
-        sentence = self._hung_message or died_sentence(exitcode)
+        sentence = self._hung_message or self._worker_gone_sentence() or died_sentence(exitcode)
         log.warning("engine process %s ended (exit code %s)", self.pid, exitcode)
         self._end_reply_state()
         self._discard_process()

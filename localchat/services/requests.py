@@ -59,4 +59,6 @@ def build_engine_config(
         n_ctx=settings.context_length,
         n_threads=settings.threads or None,
         gpu_layers=settings.gpu_layers,
+        # Checked when the engine loads: a wrong address is a load failure that names it.
+        rpc_servers=tuple(w.strip() for w in settings.rpc_workers.split(",") if w.strip()),
     )

@@ -113,6 +113,7 @@ DRAFT_TOKENS_DEFAULT = 4
 SPECULATION = "Speculation"
 SAMPLING = "Sampling"
 ENGINE = "Engine"
+WORKERS = "Workers"
 APPEARANCE = "Appearance"
 STATE = "State"
 
@@ -276,6 +277,18 @@ OPTIONS: tuple[Option, ...] = (
         "Where downloaded and imported models are kept; empty means the app's data folder.",
         ENGINE,
         path_kind="folder",
+    ),
+    # Workers
+    Option(
+        "rpc_workers",
+        str,
+        "",
+        "Workers",
+        "Other computers running `localchat worker` that share the model with this one, as "
+        "host:port separated by commas (e.g. 192.168.1.20:50052). The drafter stays on this computer. "
+        "The connection is not encrypted or authenticated: use only on a network you trust.",
+        WORKERS,
+        needs_restart=True,
     ),
     # Appearance
     Option(

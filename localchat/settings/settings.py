@@ -101,6 +101,11 @@ class OptionReader:
     def models_folder(self) -> str:
         return self.get_str("models_folder")
 
+    # Workers
+    @property
+    def rpc_workers(self) -> str:
+        return self.get_str("rpc_workers")
+
     # Appearance
     @property
     def colour_accepted_tokens(self) -> bool:

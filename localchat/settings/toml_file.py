@@ -217,14 +217,16 @@ def update_document(document: tomlkit.TOMLDocument, settings: Settings) -> str:
         current = non_defaults.get(opt.name)
         for table in places.get(opt.name, []):
             raw = table[opt.name]
+            plain = raw.unwrap() if hasattr(raw, "unwrap") else raw
             try:
-                valid: Value | None = opt.validate(raw.unwrap() if hasattr(raw, "unwrap") else raw)
+                valid: Value | None = opt.validate(plain)
             except InvalidValueError:
                 valid = None
             if current is None:
                 if valid is not None:
                     del table[opt.name]
-            elif valid is None or valid != current or type(valid) is not type(current):
+            elif valid is None or valid != current or type(valid) is not type(current) or plain != valid:
+                # (plain != valid: an earlier version's spelling, rewritten in today's words)
                 table[opt.name] = current
         if current is not None and opt.name not in places:
             name = section_key(opt.section)
@@ -243,6 +245,9 @@ def update_document(document: tomlkit.TOMLDocument, settings: Settings) -> str:
         for key, value in entries.items():
             if key not in target:
                 target[key] = value
+    for table in [document, *(v for v in document.values() if isinstance(v, dict))]:
+        for key in [k for k in table if k in RETIRED_OPTIONS]:
+            del table[key]  # an entry earlier versions wrote themselves and nothing reads now
     for name in [k for k, v in document.items() if isinstance(v, tomlkit.items.Table) and not v]:
         if not document[name].trivia.comment and name in {section_key(o.section) for o in OPTIONS}:
             del document[name]  # an empty section the app emptied; the user's own tables stay

@@ -112,7 +112,8 @@ class SpeculationStatusBar(QStatusBar):
         self._speculation = info.speculation
         self.target_label.setText(info.target.name)
         self.target_label.setToolTip(info.target.path)
-        self.backend_label.setText(info.backend)
+        where = "" if info.placement == "local" else f" · target: {info.placement}"
+        self.backend_label.setText(info.backend + where)
         self._refresh()
 
     def generation_started(self) -> None:

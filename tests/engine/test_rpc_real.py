@@ -165,3 +165,30 @@ def test_worker_killed_mid_reply_ends_the_engine_and_is_named(
         assert first_gone([other, ep]) == ep
     finally:
         proc.kill()
+
+
+def test_app_engine_client_names_the_worker_that_died(qtbot, workers, qwen_target_path: Path) -> None:
+    """What the window hears when a worker dies mid-reply: one sentence naming it; the next load says it
+    cannot be reached (the chat itself is kept by the session, see tests/services/test_chat_session.py)."""
+    from localchat.services.engine_client import EngineClient
+
+    (worker, ep), _ = workers
+    client = EngineClient()
+    try:
+        config = EngineConfig(str(qwen_target_path), n_ctx=1024, n_threads=1, rpc_servers=(str(ep),),
+                              tensor_split=(1.0, 1.0))
+        with qtbot.waitSignal(client.loaded, timeout=300_000) as loaded:
+            client.load(config)
+        assert loaded.args[0].placement == "local + 1 worker"
+        with qtbot.waitSignal(client.tokens_received, timeout=120_000):
+            client.generate(GenerationRequest(prompt="Counting: 1, 2, 3, 4, 5,", max_tokens=2000,
+                                              speculation=OFF))
+        with qtbot.waitSignal(client.engine_died, timeout=60_000) as died:
+            worker.kill()
+        assert str(ep) in died.args[0] and "stopped answering" in died.args[0]
+        assert "chat is saved" in died.args[0]
+        with qtbot.waitSignal(client.load_failed, timeout=120_000) as failed:
+            client.load(config)
+        assert str(ep) in failed.args[0] and "cannot be reached" in failed.args[0]
+    finally:
+        client.stop()

@@ -64,3 +64,10 @@ def test_paused_state_is_shown_with_its_reason_and_the_toggle_still_wins(qtbot) 
         bar.speculation_button.click()
     assert blocker.args == [False]
     assert bar.speculation_text == "Speculation: off (turned off)"
+
+
+def test_says_where_the_target_runs_when_workers_share_it(qtbot) -> None:
+    bar = SpeculationStatusBar(memory_probe=lambda: None)
+    qtbot.addWidget(bar)
+    bar.show_engine_info(EngineInfo("CPU", model_info(), None, 4096, 2, 0, ON, placement="local + 2 workers"))
+    assert bar.backend_label.text() == "CPU · target: local + 2 workers"

@@ -1,11 +1,11 @@
-"""ui.requests: settings read through typed properties become the engine's request and config."""
+"""services.requests: settings read through typed properties become the engine's request and config."""
 
 from __future__ import annotations
 
 import pytest
-from localchat.ui.requests import build_engine_config, build_request
 
 from localchat.engine.types import ChatMessage, DrafterKind
+from localchat.services.requests import build_engine_config, build_request
 from localchat.settings import Settings
 
 
@@ -29,3 +29,10 @@ def test_engine_config_leaves_the_draft_model_out_without_a_model_drafter() -> N
     assert build_engine_config(Settings({"drafter": "ngram"}), "t.gguf", "d.gguf").draft_path is None
     chosen = build_engine_config(Settings({"draft_model_path": "mine.gguf"}), "t.gguf", "d.gguf")
     assert chosen.draft_path == "mine.gguf" and chosen.n_threads is None
+
+
+def test_workers_setting_reaches_the_engine_config() -> None:
+    settings = Settings({"rpc_workers": " 10.0.0.5:50052, box.local:50053 ,"})
+    config = build_engine_config(settings, "/m/target.gguf")
+    assert config.rpc_servers == ("10.0.0.5:50052", "box.local:50053")
+    assert build_engine_config(Settings(), "/m/target.gguf").rpc_servers == ()
