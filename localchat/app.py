@@ -134,7 +134,15 @@ class ModelsWiring(QObject):
 def _make_engine_client() -> QObject:
     from localchat.services import EngineClient  # the services layer owns the child process
 
-    client: QObject = EngineClient()
+    # The engine process writes its own log (and llama.cpp's warnings and errors) there: the
+    # windowed Windows bundle has no stderr, and a failed load or a crash must leave its reason.
+    log_path = folders.log_dir() / "engine.log"
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        log.warning("cannot create the log folder %s; the engine logs nowhere", log_path.parent)
+        return EngineClient()
+    client: QObject = EngineClient(log_path=str(log_path))
     return client
 
 

@@ -25,6 +25,9 @@ from localchat.engine.errors import GenerationError, ModelLoadError
 from localchat.engine.placement import Placement
 
 log = logging.getLogger("localchat.engine.llama")
+# llama.cpp's warnings and errors go to the engine process's log file when it has one; never to a
+# terminal by way of logging's last-resort handler (the CLI prints its own sentence).
+log.addHandler(logging.NullHandler())
 
 GGUF_MAGIC = b"GGUF"
 
@@ -53,7 +56,9 @@ def init_backend() -> None:
             msg = text.decode("utf-8", errors="replace").rstrip()
             if msg:
                 _recent_log.append(msg)
-                log.debug("%s", msg)
+                # ggml's levels: 3 warning, 4 error (the reason of a failed load); the rest is chatter.
+                log.log(logging.ERROR if level == 4 else logging.WARNING if level == 3 else logging.DEBUG,
+                        "%s", msg)
 
         _log_callback = _cb  # keep a reference: llama.cpp calls it from C
         lc.llama_log_set(_cb, ctypes.c_void_p(0))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import logging.handlers
 import queue
 import threading
 import time
@@ -253,7 +254,11 @@ def _configure_logging(log_path: str | None) -> None:
     root = logging.getLogger()
     if root.handlers:
         return
-    handler: logging.Handler = logging.FileHandler(log_path) if log_path else logging.StreamHandler()
+    handler: logging.Handler = (
+        logging.handlers.RotatingFileHandler(log_path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+        if log_path
+        else logging.StreamHandler()
+    )
     fmt = "%(asctime)s engine[%(process)d] %(levelname)s %(name)s: %(message)s"
     handler.setFormatter(logging.Formatter(fmt))
     root.addHandler(handler)

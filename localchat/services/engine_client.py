@@ -323,6 +323,8 @@ class EngineClient(QObject):
     def _report_death(self, exitcode: int | None) -> None:
         was_loading = self._pending_loads > 0
         sentence = self._hung_message or self._worker_gone_sentence() or died_sentence(exitcode)
+        if self._log_path and not self._hung_message:
+            sentence += f" What the engine said is in {self._log_path}."
         log.warning("engine process %s ended (exit code %s)", self.pid, exitcode)
         self._end_reply_state()
         self._discard_process()

@@ -284,7 +284,7 @@ OPTIONS: tuple[Option, ...] = (
         str,
         "",
         "Workers",
-        "Other computers running `localchat worker` that share the model with this one, as "
+        "Other computers running \"localchat worker\" that share the model with this one, as "
         "host:port separated by commas (e.g. 192.168.1.20:50052). The drafter stays on this computer. "
         "The connection is not encrypted or authenticated: use only on a network you trust.",
         WORKERS,

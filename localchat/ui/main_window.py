@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtCore import QByteArray, Qt, QUrl, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from localchat.engine.types import EngineInfo, FinishReason, TokenEvent
 from localchat.services.chat_session import ChatSession, ReplyEnd, ShownMessage
 from localchat.services.requests import build_engine_config
-from localchat.settings import OPTIONS
+from localchat.settings import OPTIONS, folders
 from localchat.ui import formatting
 from localchat.ui.chat_view import ChatView, DisplayMessage
 from localchat.ui.composer import Composer
@@ -135,6 +135,16 @@ class MainWindow(QMainWindow):
 
     # -- construction -----------------------------------------------------------------
 
+    def _on_log_folder_action_triggered(self) -> None:
+        folder = folders.log_dir()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._show_notice(f"The log folder {folder} cannot be created ({exc.strerror or exc}).")
+            return
+        if not QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))):
+            self._show_notice(f"The log folder is {folder} (no file manager could open it).")
+
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&Chat")
         self.new_action = QAction("New chat", self)
@@ -154,10 +164,15 @@ class MainWindow(QMainWindow):
         self.settings_action = QAction("Settings…", self)
         self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
         settings_menu.addAction(self.settings_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        self.log_folder_action = QAction("Open log folder", self)
+        self.log_folder_action.setToolTip("Where engine.log is: attach it to a bug report")
+        help_menu.addAction(self.log_folder_action)
 
     def _connect_signals(self) -> None:
         """Every connection this window makes, in one place."""
         session = self.session
+        self.log_folder_action.triggered.connect(self._on_log_folder_action_triggered)
         session.conversations_changed.connect(self._on_session_conversations_changed)
         session.reply_started.connect(self._on_session_reply_started)
         session.text_streamed.connect(self._on_session_text_streamed)

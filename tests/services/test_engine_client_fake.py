@@ -123,3 +123,16 @@ def test_restart_gives_a_fresh_process(qtbot, client: EngineClient) -> None:
     assert client.pid != old and client.info is None and client.is_running
     _load(qtbot, client)
     assert client.memory_bytes() is not None
+
+
+def test_the_death_sentence_points_at_the_engine_log(qtbot, tmp_path) -> None:
+    log_path = tmp_path / "engine.log"
+    c = EngineClient(engine_factory=FAKE, cancel_timeout_s=1.0, log_path=str(log_path))
+    try:
+        _load(qtbot, c)
+        with qtbot.waitSignal(c.engine_died, timeout=20_000) as blocker:
+            c.generate(GenerationRequest(prompt="crash", max_tokens=100))
+        assert blocker.args[0].endswith(f"What the engine said is in {log_path}.")
+        assert log_path.exists() and "engine process started" in log_path.read_text(encoding="utf-8")
+    finally:
+        c.stop()

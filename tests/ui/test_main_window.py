@@ -265,3 +265,17 @@ def test_a_locked_history_keeps_the_typed_text(qtbot, parts: AppParts, tmp_path:
     assert not w.generating and engine.requests == []
     w.send_button.click()
     assert w.composer.toPlainText() == "" and w.generating
+
+
+def test_help_opens_the_log_folder(qtbot, parts: AppParts, monkeypatch, tmp_path: Path) -> None:
+    from PySide6.QtGui import QDesktopServices
+
+    from localchat.settings import folders
+
+    opened: list[str] = []
+    monkeypatch.setattr(folders, "log_dir", lambda: tmp_path / "logs")
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url.toLocalFile()) or True)
+    menus = [a.text() for a in parts.window.menuBar().actions()]
+    assert "&Help" in menus
+    parts.window.log_folder_action.trigger()
+    assert opened == [str(tmp_path / "logs")] and (tmp_path / "logs").is_dir()
