@@ -78,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
         return fail("no prompts selected")
     if args.repeat < 1:
         return fail("--repeat must be 1 or more")
+    if args.json_path and not args.json_path.parent.is_dir():
+        # Checked now, not after a run of many minutes.
+        return fail(f"the folder {args.json_path.parent} for --json does not exist; create it first")
 
     def show(rec: Any, done: int, total: int) -> None:
         match = "" if rec.matches_off is None else ("same text" if rec.matches_off
@@ -114,7 +117,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"{row.category:10s} {row.mode:10s} {row.tokens_per_s:8.2f} {sp} {row.acceptance_length:8.2f} "
               f"{row.acceptance_rate:8.2f} {row.matches_off:>11s}")
     print(f"peak RSS {peak_rss_mb():.0f} MiB")
+    for prompt_id, why in report.skipped:
+        print(f"skipped prompt {prompt_id}: {why}", file=sys.stderr)
     if args.json_path:
-        args.json_path.write_text(json.dumps(report.as_json(), indent=2))
+        try:
+            args.json_path.write_text(json.dumps(report.as_json(), indent=2))
+        except OSError as exc:
+            return fail(f"could not write {args.json_path} ({exc.strerror or exc})")
         print(f"wrote {args.json_path}", file=sys.stderr)
     return 0

@@ -50,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         return fail(str(exc))
+    for name, text in (("prompt", args.prompt), ("--system", args.system or "")):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return fail(f"the {name} text is not valid UTF-8 (check the terminal's encoding)")
     messages = []
     if args.system:
         messages.append(ChatMessage("system", args.system))

@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 
 from localchat.engine.engine import Engine
+from localchat.engine.errors import EngineError
 from localchat.engine.stats import GenerationStats, combine
 from localchat.engine.types import (
     ChatMessage,
@@ -133,6 +134,8 @@ class SummaryRow:
 @dataclass
 class BenchReport:
     records: list[BenchRecord] = field(default_factory=list)
+    # (prompt id, why): prompts the engine could not run (longer than the context...); the rest go on.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
     def summary(self) -> list[SummaryRow]:
         rows: list[SummaryRow] = []
@@ -172,6 +175,7 @@ class BenchReport:
         return {
             "records": [r.as_json() for r in self.records],
             "summary": [s.as_json() for s in self.summary()],
+            "skipped": [{"id": pid, "reason": why} for pid, why in self.skipped],
             "peak_rss_mb": round(peak_rss_mb(), 1),
         }
 
@@ -254,8 +258,12 @@ def run_bench(
         # Page the weights in and settle the caches before anything is timed.
         for mode in modes:
             engine.reset()
-            engine.generate(GenerationRequest(messages=(ChatMessage("user", prompts[0].prompt),),
-                                              max_tokens=8, sampling=greedy, speculation=mode.speculation))
+            try:
+                first = GenerationRequest(messages=(ChatMessage("user", prompts[0].prompt),),
+                                          max_tokens=8, sampling=greedy, speculation=mode.speculation)
+                engine.generate(first)
+            except EngineError:
+                break  # that prompt cannot run; the timed loop below says so and goes on
     total = len(prompts) * len(modes) * max(1, repeat)
     done = 0
     rounds = [(r, i, bp) for r in range(max(1, repeat)) for i, bp in enumerate(prompts)]
@@ -264,6 +272,7 @@ def run_bench(
         order = list(modes[shift:]) + list(modes[:shift])
         off_ids: tuple[int, ...] | None = None
         pending: list[BenchRecord] = []
+        failed: str | None = None
         for mode in order:
             if cancel():
                 return report
@@ -272,7 +281,11 @@ def run_bench(
             req = GenerationRequest(messages=(ChatMessage("user", bp.prompt),), max_tokens=max_tokens,
                                     sampling=greedy, speculation=mode.speculation,
                                     session=f"bench:{bp.id}:{mode.name}:{r}")
-            res = engine.generate(req, should_cancel=cancel)
+            try:
+                res = engine.generate(req, should_cancel=cancel)
+            except EngineError as exc:  # one prompt the engine cannot run must not end the whole run
+                failed = str(exc)
+                break
             if res.finish_reason is FinishReason.CANCELLED:
                 return report
             s = res.stats
@@ -282,6 +295,11 @@ def run_bench(
             if mode.name == "off":
                 off_ids = res.token_ids
             pending.append(rec)
+        if failed is not None:
+            if (bp.id, failed) not in report.skipped:
+                report.skipped.append((bp.id, failed))
+            total -= len(modes)
+            continue
         for rec in sorted(pending, key=lambda r: [m.name for m in modes].index(r.mode)):
             if off_ids is not None and rec.mode != "off":
                 mm = first_mismatch(off_ids, rec.token_ids)

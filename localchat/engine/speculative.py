@@ -57,7 +57,9 @@ class DecodeLoop:
         self.rec = recorder
         self.should_cancel = should_cancel
         self.max_tokens = max_tokens
-        self.rng = np.random.default_rng(params.seed)
+        # A negative seed means "random", as in llama.cpp (-1); numpy refuses negative seeds.
+        seed = params.seed if params.seed is not None and params.seed >= 0 else None
+        self.rng = np.random.default_rng(seed)
         self.finish_reason = FinishReason.STOP
         self.is_eog = target.model.is_eog
         # Test and diagnostics hook: called after each verification with

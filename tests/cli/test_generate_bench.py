@@ -126,3 +126,36 @@ def test_builtin_set_has_three_categories_of_five() -> None:
         counts[p.category] = counts.get(p.category, 0) + 1
     assert len([c for c, n in counts.items() if n >= 5]) >= 3
     assert {"code", "chat", "creative"} <= set(counts)
+
+
+def test_cli_bad_inputs_are_sentences_not_tracebacks(tmp_path: Path, smollm2_path: Path) -> None:
+    """--seed -1 (llama.cpp's "random"), a non-UTF-8 prompt, --json into a missing folder."""
+    seeded = localchat("generate", "--model", str(smollm2_path), "--seed", "-1", "--temp", "0.7",
+                       "--max-tokens", "4", "--no-spec", "Hello")
+    assert seeded.returncode == 0, seeded.stderr
+    assert "Traceback" not in seeded.stderr
+    bad = subprocess.run([sys.executable, "-m", "localchat", "generate", "--model", str(smollm2_path),
+                          b"hi \xff".decode("utf-8", "surrogateescape")], capture_output=True, text=True,
+                         timeout=600)
+    assert bad.returncode == 1 and "not valid UTF-8" in bad.stderr and "Traceback" not in bad.stderr
+    missing = tmp_path / "nowhere" / "out.json"
+    res = localchat("bench", "--model", str(smollm2_path), "--modes", "off", "--limit", "1",
+                    "--max-tokens", "4", "--json", str(missing))
+    assert res.returncode == 1 and "does not exist" in res.stderr and "Traceback" not in res.stderr
+    assert "tok/s" not in res.stdout  # refused before the run, not after it
+
+
+def test_bench_skips_a_prompt_longer_than_the_context_and_goes_on(tmp_path: Path, smollm2_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        json.dumps({"id": "huge", "category": "code", "prompt": "word " * 3000}) + "\n"
+        + json.dumps({"id": "fine", "category": "code", "prompt": "Say hi."}) + "\n"
+    )
+    out = tmp_path / "r.json"
+    res = localchat("bench", "--model", str(smollm2_path), "--ctx", "512", "--prompts", str(prompts),
+                    "--modes", "off", "--max-tokens", "4", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "skipped prompt huge" in res.stderr and "Traceback" not in res.stderr
+    data = json.loads(out.read_text())
+    assert [r["id"] for r in data["records"]] == ["fine"]
+    assert data["skipped"][0]["id"] == "huge"
