@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from localchat.catalog.sizes import Fit, fits_in_memory, total_ram
 from localchat.chat import (
     ChatStoreError,
     Conversation,
@@ -47,6 +48,7 @@ from localchat.chat import (
     NotFoundError,
     prompt_turns,
 )
+from localchat.engine.rpc_wire import first_gone, parse_endpoint
 from localchat.engine.stats import GenerationStats
 from localchat.engine.textruns import concat_runs, valid_runs
 from localchat.engine.types import (
@@ -257,6 +259,25 @@ class ChatSession(QObject):
 
     # -- the conversation's life --------------------------------------------------------
 
+    def _without_gone_workers(self, config: EngineConfig) -> EngineConfig:
+        """After a crash with workers: when one is gone and the pair fits in this computer's memory,
+        run on this computer alone (and say so) rather than fail to load; else keep the config."""
+        if not config.rpc_servers:
+            return config
+        try:
+            gone = first_gone([parse_endpoint(w) for w in config.rpc_servers], timeout=0.3)
+        except ValueError:
+            return config
+        if gone is None:
+            return config
+        size = sum(Path(p).stat().st_size for p in (config.target_path, config.draft_path or "")
+                   if p and Path(p).is_file())
+        if fits_in_memory(size, total_ram()) is not Fit.YES:
+            return config  # the load names the missing worker
+        emit(self.notice, f"The worker {gone} is gone; the model runs on this computer alone for now "
+                          "(Settings → Workers to change it).")
+        return dataclasses.replace(config, rpc_servers=(), tensor_split=())
+
     def load_model(self, config: EngineConfig) -> None:
         """Ask the engine to load a model; model_loaded or model_load_failed answers."""
         self._loading = True
@@ -344,6 +365,7 @@ class ChatSession(QObject):
                 return
             log.info("starting a new engine")
             self._dead = False
+            config = self._without_gone_workers(config)
             self.load_model(config)
             if self._reply is None:  # the load failed at once and ended the reply
                 return

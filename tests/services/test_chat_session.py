@@ -317,3 +317,25 @@ def test_deleting_the_chat_while_its_reply_streams_says_nothing_odd(
     engine.finish(FinishReason.CANCELLED)
     assert engine.cancelled == 1 and ends[-1].sentence == ""
     assert store.list_conversations() == []
+
+
+def test_after_a_worker_is_gone_the_model_that_fits_runs_here_alone(
+    tmp_path: Path, store: ConversationStore, engine: FakeEngine, settings: SettingsService, clock: Clock
+) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: a worker that went away
+    target = tmp_path / "small.gguf"
+    target.write_bytes(b"GGUF" + bytes(1000))
+    config = EngineConfig(str(target), rpc_servers=(f"127.0.0.1:{port}",), tensor_split=(1.0, 1.0))
+    session = ChatSession(store, engine, settings, clock=clock)
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+    session.load_model(config)
+    session.send("tell me")
+    engine.engine_died.emit("The worker stopped answering.")
+    assert session.send("again")
+    assert engine.configs[-1] == EngineConfig(str(target))
+    assert any(f"127.0.0.1:{port} is gone" in n and "this computer alone" in n for n in notices)
