@@ -10,13 +10,23 @@ is rendered a few times, not once per dropped turn) and can be cancelled.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from localchat.engine.backend import Model
-from localchat.engine.errors import ContextOverflowError
+from localchat.engine.errors import ContextOverflowError, GenerationError
 from localchat.engine.types import ChatMessage
+
+RENDER_BUDGET_S = 2.0
+
+
+class _RenderTimeout(Exception):
+    pass
+
 
 # Used when a GGUF carries no template: ChatML, which most instruct models understand.
 FALLBACK_TEMPLATE = (
@@ -49,8 +59,33 @@ class ChatFormatter:
             bos_token=model.piece(bos, special=True).decode("utf-8", "replace") if bos >= 0 else "",
         )
 
+    def _render(self, messages: Sequence[ChatMessage]) -> Any:
+        """The template rendered, within RENDER_BUDGET_S: a GGUF's template is code from the file, and
+        one with a runaway loop (nested ``range`` loops pass Jinja's sandbox) must not hang the engine."""
+        deadline = time.monotonic() + RENDER_BUDGET_S
+        count = 0
+
+        def tracer(frame: FrameType, event: str, arg: object) -> Any:
+            nonlocal count
+            count += 1
+            if count % 4096 == 0 and time.monotonic() > deadline:
+                raise _RenderTimeout
+            return tracer
+
+        previous = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            return self._formatter(messages=_as_dicts(messages))
+        except _RenderTimeout:
+            raise GenerationError(
+                f"The model's chat template did not finish within {RENDER_BUDGET_S:g} s (it may loop "
+                "without end); this model file cannot be used for chat as it is."
+            ) from None
+        finally:
+            sys.settrace(previous)
+
     def tokens_for(self, messages: Sequence[ChatMessage]) -> tuple[list[int], tuple[str, ...]]:
-        result = self._formatter(messages=_as_dicts(messages))
+        result = self._render(messages)
         stop = result.stop
         stops: tuple[str, ...] = (stop,) if isinstance(stop, str) else tuple(stop or ())
         add_special = not result.added_special
@@ -59,7 +94,7 @@ class ChatFormatter:
 
     def text_for(self, messages: Sequence[ChatMessage]) -> str:
         """The formatted prompt as text (for tools that feed it to another program)."""
-        result = self._formatter(messages=_as_dicts(messages))
+        result = self._render(messages)
         return str(result.prompt)
 
     def fit(

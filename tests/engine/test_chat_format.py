@@ -129,3 +129,26 @@ def test_engine_stops_a_reply_cancelled_while_its_prompt_is_fitted(smollm2_path:
         assert result.finish_reason is FinishReason.CANCELLED
         assert result.text == "" and result.stats.generated_tokens == 0
         assert eng.generate(request).dropped_messages > 0  # the next reply is not affected
+
+
+def test_a_template_that_loops_without_end_is_a_sentence_within_its_budget() -> None:
+    import time
+
+    from localchat.engine import chat_format
+    from localchat.engine.errors import GenerationError
+    from localchat.engine.types import ChatMessage
+
+    class _Model:  # the part of backend.Model the formatter reads; the template is the point here
+        chat_template = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+
+        def bos(self) -> int:
+            return -1
+
+        def eos(self) -> int:
+            return -1
+
+    formatter = chat_format.ChatFormatter(_Model())  # type: ignore[arg-type]
+    t0 = time.monotonic()
+    with pytest.raises(GenerationError, match="did not finish"):
+        formatter.text_for([ChatMessage("user", "hi")])
+    assert time.monotonic() - t0 < chat_format.RENDER_BUDGET_S + 3
