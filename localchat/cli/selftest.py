@@ -78,6 +78,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--tokens", type=int, default=32, help="tokens to generate (default 32)")
     p.add_argument("--ctx", type=int, default=2048, help="context length (default 2048)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    p.add_argument(
+        "--gpu-layers",
+        type=int,
+        default=-1,
+        help="layers to offload (default -1: all on a GPU; 0 keeps the model on the CPU, e.g. on a "
+        "virtual machine whose GPU the Metal or CUDA kernels cannot use)",
+    )
     p.add_argument("--show", action="store_true", help="open the window on the screen, not offscreen")
     p.add_argument(
         "--no-window",
@@ -182,7 +189,9 @@ def _check_stats(result: Any, out: Outcome) -> None:
 def _engine_config(args: argparse.Namespace, target: Path, draft: Path) -> Any:
     from localchat.engine.types import EngineConfig
 
-    return EngineConfig(str(target), str(draft), n_ctx=args.ctx, n_threads=args.threads)
+    return EngineConfig(
+        str(target), str(draft), n_ctx=args.ctx, n_threads=args.threads, gpu_layers=args.gpu_layers
+    )
 
 
 def _describe_info(info: Any, out: Outcome) -> None:
