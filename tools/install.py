@@ -89,6 +89,8 @@ def ensure_llama(rebuild: bool) -> None:
     say(f"installing {wheels[-1].name} from {house} ({state} before)")
     cmd = [sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps", str(wheels[-1])]
     subprocess.run(cmd, check=True)
+    # --no-deps above leaves numpy & co. as they are; this adds whichever of its dependencies are missing.
+    subprocess.run([sys.executable, "-m", "pip", "install", str(wheels[-1])], check=True)
     after = installed_state(version)
     if after != "ok":
         raise SystemExit(f"llama-cpp-python {version} is installed but has no RPC backend ({after}); "
