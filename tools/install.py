@@ -19,27 +19,19 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "packaging"))
+from build import pinned_llama_version  # noqa: E402  (one reader of the pin, shared with the bundles)
+
 RPC_FLAG = "-DGGML_RPC=on"
 
 
 def say(msg: str) -> None:
     print(f"[install] {msg}", flush=True)
-
-
-def pinned_llama_version() -> str:
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    for dep in deps:
-        m = re.fullmatch(r"\s*llama-cpp-python\s*==\s*([\w.]+)\s*", dep)
-        if m:
-            return m.group(1)
-    raise SystemExit("pyproject.toml does not pin llama-cpp-python with ==")
 
 
 def installed_state(version: str) -> str:
