@@ -175,3 +175,13 @@ def first_gone(endpoints: tuple[Endpoint, ...] | list[Endpoint], timeout: float 
         except OSError:
             return endpoint
     return None
+
+
+def gone_worker(addresses: tuple[str, ...] | list[str], timeout: float = 0.3) -> Endpoint | None:
+    """``first_gone`` over a config's ``host:port`` strings; None when one of them does not parse
+    (the load itself names a malformed address)."""
+    try:
+        endpoints = [parse_endpoint(a) for a in addresses]
+    except WorkerAddressError:
+        return None
+    return first_gone(endpoints, timeout=timeout)

@@ -48,7 +48,7 @@ from localchat.chat import (
     NotFoundError,
     prompt_turns,
 )
-from localchat.engine.rpc_wire import first_gone, parse_endpoint
+from localchat.engine.rpc_wire import gone_worker
 from localchat.engine.stats import GenerationStats
 from localchat.engine.textruns import concat_runs, valid_runs
 from localchat.engine.types import (
@@ -264,10 +264,7 @@ class ChatSession(QObject):
         run on this computer alone (and say so) rather than fail to load; else keep the config."""
         if not config.rpc_servers:
             return config
-        try:
-            gone = first_gone([parse_endpoint(w) for w in config.rpc_servers], timeout=0.3)
-        except ValueError:
-            return config
+        gone = gone_worker(config.rpc_servers)
         if gone is None:
             return config
         size = sum(Path(p).stat().st_size for p in (config.target_path, config.draft_path or "")

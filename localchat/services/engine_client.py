@@ -39,7 +39,7 @@ from typing import Any
 import psutil
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from localchat.engine.rpc_wire import first_gone, parse_endpoint
+from localchat.engine.rpc_wire import gone_worker
 from localchat.engine.types import EngineConfig, EngineInfo, GenerationRequest
 from localchat.host.process import EngineGone, EngineProcess
 from localchat.host.protocol import (
@@ -308,11 +308,7 @@ class EngineClient(QObject):
         config = self.config
         if config is None or not config.rpc_servers:
             return None
-        try:
-            endpoints = [parse_endpoint(s) for s in config.rpc_servers]
-        except ValueError:
-            return None
-        gone = first_gone(endpoints, timeout=0.3)
+        gone = gone_worker(config.rpc_servers)
         if gone is None:
             return None
         return (
