@@ -14,7 +14,7 @@ import time
 
 import openai
 
-from localchat.engine.bench import builtin_prompts
+from localchat.bench.prompts import builtin_prompts
 from localchat.engine.engine import Engine
 from localchat.engine.types import ChatMessage, EngineConfig, GenerationRequest, SpeculationConfig
 from localchat.host.scheduler import EngineBroker

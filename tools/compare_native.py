@@ -29,7 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from localchat.engine.bench import bench_mode, builtin_prompts
+from localchat.bench.modes import bench_mode
+from localchat.bench.prompts import builtin_prompts
 from localchat.engine.engine import Engine
 from localchat.engine.types import ChatMessage, EngineConfig, GenerationRequest, SamplingParams
 

@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
 
 
 def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
-    from localchat.engine.bench import BenchMode
+    from localchat.bench.modes import BenchMode
 
     lengths = [int(x) for x in str(args.draft_tokens).split(",") if x.strip()]
     if not lengths:
@@ -55,7 +55,9 @@ def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from localchat.engine.bench import BenchError, builtin_prompts, load_prompts, peak_rss_mb, run_bench
+    from localchat.bench.prompts import BenchError, builtin_prompts, load_prompts, select
+    from localchat.bench.report import report_json, run_meta
+    from localchat.bench.runner import run_bench
     from localchat.engine.engine import Engine
     from localchat.engine.errors import EngineError
 
@@ -64,16 +66,7 @@ def run(args: argparse.Namespace) -> int:
         prompts = load_prompts(args.prompts) if args.prompts else builtin_prompts()
     except (ValueError, BenchError) as exc:
         return fail(str(exc))
-    if args.category:
-        prompts = [p for p in prompts if p.category in args.category]
-    if args.limit:
-        kept: dict[str, int] = {}
-        sel = []
-        for p in prompts:
-            if kept.get(p.category, 0) < args.limit:
-                kept[p.category] = kept.get(p.category, 0) + 1
-                sel.append(p)
-        prompts = sel
+    prompts = select(prompts, args.category, args.limit or 0)
     if not prompts:
         return fail("no prompts selected")
     if args.repeat < 1:
@@ -104,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
                   f"drafter: {info.draft.name if info.draft else 'none'}"
                   f"{' (' + engine.draft_problem + ')' if engine.draft_problem else ''}", flush=True)
             report = run_bench(engine, prompts, modes, args.max_tokens, on_record=show, repeat=args.repeat)
+            meta = run_meta(target=config.target_path, draft=config.draft_path, max_tokens=args.max_tokens,
+                            draft_tokens=int(str(args.draft_tokens).split(",")[0]), modes=modes,
+                            prompts=prompts, backend=info.backend, threads=info.n_threads)
     except EngineError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
@@ -116,12 +112,13 @@ def run(args: argparse.Namespace) -> int:
         sp = f"{row.speedup_vs_off:6.2f}x" if row.speedup_vs_off is not None else "      -"
         print(f"{row.category:10s} {row.mode:10s} {row.tokens_per_s:8.2f} {sp} {row.acceptance_length:8.2f} "
               f"{row.acceptance_rate:8.2f} {row.matches_off:>11s}")
-    print(f"peak RSS {peak_rss_mb():.0f} MiB")
+    if report.peak_rss_mb is not None:
+        print(f"peak RSS {report.peak_rss_mb:.0f} MiB")
     for prompt_id, why in report.skipped:
         print(f"skipped prompt {prompt_id}: {why}", file=sys.stderr)
     if args.json_path:
         try:
-            args.json_path.write_text(json.dumps(report.as_json(), indent=2))
+            args.json_path.write_text(json.dumps(report_json(report, meta), indent=2), encoding="utf-8")
         except OSError as exc:
             return fail(f"could not write {args.json_path} ({exc.strerror or exc})")
         print(f"wrote {args.json_path}", file=sys.stderr)

@@ -61,8 +61,8 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
 
 
 def speculation_for_mode(mode: str, args: argparse.Namespace) -> SpeculationConfig:
-    """off | draft | ngram | auto | adaptive -> SpeculationConfig (see engine.bench.bench_mode)."""
-    from localchat.engine.bench import bench_mode
+    """off | draft | ngram | auto | adaptive -> SpeculationConfig (see bench.modes.bench_mode)."""
+    from localchat.bench.modes import bench_mode
 
     return bench_mode(mode, args.draft_tokens, args.p_min).speculation
 

@@ -49,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from localchat.engine.types import EngineConfig, EngineInfo, GenerationRequest, GenerationResult, TokenEvent
-from localchat.host.process import EngineGone, EngineProcess
+from localchat.host.process import EngineGone, EngineProcess, load_death_sentence
 from localchat.host.protocol import Cancel, Failed, Finished, Generate, Load, Loaded, LoadFailed, Tokens
 from localchat.host.worker import DEFAULT_ENGINE
 
@@ -378,11 +378,7 @@ class EngineBroker:
                 elif isinstance(reply, LoadFailed):
                     error = reply.message
         except EngineGone:
-            code = self._wait_exitcode(process)
-            error = (
-                f"The engine stopped while loading the model (exit code {code}); the file may be "
-                "damaged or too large for this computer's memory."
-            )
+            error = load_death_sentence(process.wait_exitcode(EXIT_CODE_WAIT_S))
             self._discard_process()
         with self._cond:
             if self._reload:  # another load was asked for meanwhile; its answer is the one that counts
@@ -441,17 +437,10 @@ class EngineBroker:
                     job._put(JobFailed(reply.message))
                     return
         except EngineGone:
-            code = self._wait_exitcode(process)
+            code = process.wait_exitcode(EXIT_CODE_WAIT_S)
             log.warning("engine process %s ended during job %d (exit code %s)", process.pid, rid, code)
             self._discard_process()
             job._put(JobFailed(died_sentence(code), engine_died=True))
-
-    @staticmethod
-    def _wait_exitcode(process: EngineProcess) -> int | None:
-        deadline = time.monotonic() + EXIT_CODE_WAIT_S
-        while process.exitcode is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return process.exitcode
 
     def _discard_process(self) -> None:
         process, self._process = self._process, None

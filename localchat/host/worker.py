@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import logging.handlers
 import queue
 import threading
 import time
@@ -34,6 +33,7 @@ from localchat.engine.types import (
     GenerationResult,
     TokenEvent,
 )
+from localchat.host.child import ParentGone, ParentLink, configure_logging
 from localchat.host.protocol import (
     Cancel,
     Failed,
@@ -109,60 +109,45 @@ class TokenBatcher:
             self._send(event)
 
 
-class _ParentGone(Exception):
-    pass
-
-
 class EngineHost:
     """Runs requests from ``conn`` against an engine made by ``factory`` until Shutdown or EOF."""
 
     def __init__(self, conn: Connection, factory: Callable[[EngineConfig], EngineLike]) -> None:
-        self._conn = conn
         self._factory = factory
         self._engine: EngineLike | None = None
         self._inbox: queue.SimpleQueue[Request] = queue.SimpleQueue()
         self._cancelled: set[int] = set()
         self._lock = threading.Lock()
-        self._parent_gone = threading.Event()
+        self._link = ParentLink(
+            conn, self._on_message, lambda: self._inbox.put(Shutdown()), name="engine-host"
+        )
 
     def run(self) -> None:
-        reader = threading.Thread(target=self._read, name="engine-host-reader", daemon=True)
-        reader.start()
+        self._link.start()
         try:
             while True:
                 request = self._inbox.get()
                 if isinstance(request, Shutdown):
                     break
                 self._handle(request)
-        except _ParentGone:
+        except ParentGone:
             log.info("the app closed the pipe; leaving")
         finally:
             self._close_engine()
 
     # Reader thread
 
-    def _read(self) -> None:
-        while True:
-            try:
-                request = self._conn.recv()
-            except (EOFError, OSError):
-                self._parent_gone.set()
-                self._inbox.put(Shutdown())
-                return
-            if isinstance(request, Cancel):
-                with self._lock:
-                    self._cancelled.add(request.request_id)
-            else:
-                self._inbox.put(request)
+    def _on_message(self, request: Request) -> None:
+        if isinstance(request, Cancel):
+            with self._lock:
+                self._cancelled.add(request.request_id)
+        else:
+            self._inbox.put(request)
 
     # Main thread
 
     def _send(self, reply: Reply) -> None:
-        try:
-            self._conn.send(reply)
-        except (BrokenPipeError, EOFError, OSError) as exc:
-            self._parent_gone.set()
-            raise _ParentGone from exc
+        self._link.send(reply)
 
     def _handle(self, request: Request) -> None:
         if isinstance(request, Load):
@@ -197,12 +182,12 @@ class EngineHost:
 
         def should_cancel() -> bool:
             with self._lock:
-                return rid in self._cancelled or self._parent_gone.is_set()
+                return rid in self._cancelled or self._link.gone.is_set()
 
         batcher = TokenBatcher(lambda event: self._send(Tokens(rid, event)))
         try:
             result = self._engine.generate(request.request, on_event=batcher.add, should_cancel=should_cancel)
-        except _ParentGone:
+        except ParentGone:
             raise
         except EngineError as exc:
             batcher.flush()
@@ -233,7 +218,7 @@ class EngineHost:
 
 def serve(conn: Connection, engine_factory: str = DEFAULT_ENGINE, log_path: str | None = None) -> None:
     """Entry point of the engine process (the target of multiprocessing's spawn)."""
-    _configure_logging(log_path)
+    configure_logging(log_path, "engine")
     log.info("engine process started")
     try:
         factory = load_factory(engine_factory)
@@ -248,18 +233,3 @@ def serve(conn: Connection, engine_factory: str = DEFAULT_ENGINE, log_path: str 
     EngineHost(conn, factory).run()
     conn.close()
     log.info("engine process leaving")
-
-
-def _configure_logging(log_path: str | None) -> None:
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    handler: logging.Handler = (
-        logging.handlers.RotatingFileHandler(log_path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
-        if log_path
-        else logging.StreamHandler()
-    )
-    fmt = "%(asctime)s engine[%(process)d] %(levelname)s %(name)s: %(message)s"
-    handler.setFormatter(logging.Formatter(fmt))
-    root.addHandler(handler)
-    root.setLevel(logging.INFO if log_path else logging.WARNING)

@@ -16,11 +16,9 @@ Methods: ``start()``, ``load(config)``, ``generate(request) -> request id``,
 state: ``pid``, ``info``, ``config``, ``is_running``, ``is_loading``,
 ``is_generating``, ``memory_bytes()``.
 
-How it stays responsive: the pipe is polled by a QTimer every
-``POLL_INTERVAL_MS`` on the GUI thread; each tick reads what is waiting
-without blocking (and for at most ``TICK_BUDGET_S``), so the GUI thread never
-waits on the engine. No extra thread means no cross-thread signal delivery to
-reason about.
+How it stays responsive: it is a services.ChildClient (the shared poll timer,
+death detection and cancel time-out of every child process handle), so the GUI
+thread never waits on the engine.
 
 After a crash: ``engine_died`` carries "The engine stopped unexpectedly (exit
 code -9). Your chat is saved; the next message starts a new engine." and the
@@ -33,15 +31,13 @@ last model first). A hung engine: if a reply has not ended
 from __future__ import annotations
 
 import logging
-import time
-from typing import Any
 
 import psutil
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from localchat.engine.rpc_wire import gone_worker
 from localchat.engine.types import EngineConfig, EngineInfo, GenerationRequest
-from localchat.host.process import EngineGone, EngineProcess
+from localchat.host.process import EngineProcess, load_death_sentence
 from localchat.host.protocol import (
     Cancel,
     Failed,
@@ -50,19 +46,15 @@ from localchat.host.protocol import (
     Load,
     Loaded,
     LoadFailed,
-    Reply,
     Tokens,
     Unload,
     Unloaded,
 )
 from localchat.host.worker import DEFAULT_ENGINE
+from localchat.services.child_client import ChildClient
 from localchat.services.qt_signals import emit
 
 log = logging.getLogger(__name__)
-
-POLL_INTERVAL_MS = 15
-TICK_BUDGET_S = 0.02  # stop reading after this long in one tick and let the event loop breathe
-EXIT_CODE_WAIT_S = 1.0  # after EOF, how long to wait for the process's exit code before reporting
 
 
 def died_sentence(exitcode: int | None) -> str:
@@ -72,7 +64,7 @@ def died_sentence(exitcode: int | None) -> str:
     )
 
 
-class EngineClient(QObject):
+class EngineClient(ChildClient):
     load_started = Signal()
     loaded = Signal(object)  # EngineInfo
     load_failed = Signal(str)
@@ -89,31 +81,17 @@ class EngineClient(QObject):
         log_path: str | None = None,
         cancel_timeout_s: float = 5.0,
     ) -> None:
-        super().__init__(parent)
+        super().__init__(parent, cancel_timeout_s=cancel_timeout_s)
         self._engine_factory = engine_factory
         self._log_path = log_path
-        self.cancel_timeout_s = cancel_timeout_s
-        self._process: EngineProcess | None = None
         self._config: EngineConfig | None = None
         self._info: EngineInfo | None = None
         self._pending_loads = 0
         self._next_request_id = 1
         self._active_request: int | None = None
-        self._gone_since: float | None = None  # EOF seen, waiting for the exit code
         self._hung_message = ""
 
-        self._poll_timer = QTimer(self)
-        self._poll_timer.setInterval(POLL_INTERVAL_MS)
-        self._poll_timer.timeout.connect(self._on_poll_timer_timeout)
-        self._cancel_timer = QTimer(self)
-        self._cancel_timer.setSingleShot(True)
-        self._cancel_timer.timeout.connect(self._on_cancel_timer_timeout)
-
     # State
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
 
     @property
     def info(self) -> EngineInfo | None:
@@ -127,7 +105,7 @@ class EngineClient(QObject):
 
     @property
     def is_running(self) -> bool:
-        return self._process is not None and self._gone_since is None and self._process.is_alive()
+        return self._alive
 
     @property
     def is_loading(self) -> bool:
@@ -153,11 +131,9 @@ class EngineClient(QObject):
         """Start the engine process if none is running (no model is loaded yet)."""
         if self._process is not None and self._gone_since is None:
             return
-        self._discard_process()
         process = EngineProcess(self._engine_factory, self._log_path)
         process.start()
-        self._process = process
-        self._poll_timer.start()
+        self._attach(process)
 
     def load(self, config: EngineConfig) -> None:
         """Load a model (replacing the current one); answers with loaded or load_failed."""
@@ -198,8 +174,8 @@ class EngineClient(QObject):
         """
         if self._active_request is None:
             return
-        if self._send(Cancel(self._active_request)) and not self._cancel_timer.isActive():
-            self._cancel_timer.start(int(self.cancel_timeout_s * 1000))
+        if self._send(Cancel(self._active_request)):
+            self._start_cancel_timer()
 
     def unload(self) -> None:
         """Free the model; the process stays for the next load."""
@@ -228,38 +204,7 @@ class EngineClient(QObject):
 
     # Internals
 
-    def _send(self, message: Any) -> bool:
-        assert self._process is not None
-        try:
-            self._process.send(message)
-        except EngineGone:
-            self._note_gone()
-            return False
-        return True
-
-    def _on_poll_timer_timeout(self) -> None:
-        if self._process is None:
-            self._poll_timer.stop()
-            return
-        if self._gone_since is None:
-            deadline = time.monotonic() + TICK_BUDGET_S
-            try:
-                while time.monotonic() < deadline:
-                    reply = self._process.receive(0)
-                    if reply is None:
-                        break
-                    self._dispatch(reply)
-                    if self._process is None:  # a slot called kill() or restart()
-                        return
-            except EngineGone:
-                self._note_gone()
-        if self._gone_since is not None:
-            exitcode = self._process.exitcode
-            if exitcode is None and time.monotonic() - self._gone_since < EXIT_CODE_WAIT_S:
-                return
-            self._report_death(exitcode)
-
-    def _dispatch(self, reply: Reply) -> None:
+    def _dispatch(self, reply: object) -> None:
         if isinstance(reply, Tokens):
             if reply.request_id == self._active_request:
                 emit(self.tokens_received, reply.event)
@@ -286,21 +231,14 @@ class EngineClient(QObject):
         else:
             log.warning("unexpected reply from the engine: %r", reply)
 
-    def _on_cancel_timer_timeout(self) -> None:
-        if self._active_request is None or self._process is None:
+    def _cancel_timed_out(self) -> None:
+        if self._active_request is None:
             return
-        log.warning("the engine did not stop within %.1f s of cancel; killing it", self.cancel_timeout_s)
         self._hung_message = (
             f"The engine did not stop within {self.cancel_timeout_s:g} seconds, so it was ended. "
             "Your chat is saved; the next message starts a new engine."
         )
-        self._process.kill()
-        self._note_gone()
-
-    def _note_gone(self) -> None:
-        if self._gone_since is None:
-            self._gone_since = time.monotonic()
-            self._poll_timer.start()
+        self._kill_hung()
 
     def _worker_gone_sentence(self) -> str | None:
         """When the target ran on workers: the one that no longer answers, named (ggml's RPC client
@@ -321,28 +259,18 @@ class EngineClient(QObject):
         sentence = self._hung_message or self._worker_gone_sentence() or died_sentence(exitcode)
         if self._log_path and not self._hung_message:
             sentence += f" What the engine said is in {self._log_path}."
-        log.warning("engine process %s ended (exit code %s)", self.pid, exitcode)
         self._end_reply_state()
         self._discard_process()
         emit(self.engine_died, sentence)
         if was_loading:
-            emit(
-                self.load_failed,
-                f"The engine stopped while loading the model (exit code {exitcode}); the file may be "
-                "damaged or too large for this computer's memory.",
-            )
+            emit(self.load_failed, load_death_sentence(exitcode))
 
     def _end_reply_state(self) -> None:
         self._active_request = None
-        self._cancel_timer.stop()
+        self._stop_cancel_timer()
 
     def _discard_process(self) -> None:
-        process, self._process = self._process, None
-        self._gone_since = None
+        super()._discard_process()
         self._hung_message = ""
         self._pending_loads = 0
         self._info = None
-        self._poll_timer.stop()
-        if process is not None:
-            process.kill()
-            process.close()

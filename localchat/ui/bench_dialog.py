@@ -43,29 +43,29 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from localchat.engine.bench import (
+from localchat.bench.modes import BenchMode, bench_mode
+from localchat.bench.prompts import (
     BenchError,
-    BenchMode,
     BenchPrompt,
+    builtin_prompts,
+    limit_per_category,
+    load_prompts,
+    typed_prompts,
+)
+from localchat.bench.report import (
     BenchRecord,
     BenchReport,
-    bench_mode,
-    builtin_prompts,
-    load_prompts,
+    report_json,
+    result_rows,
+    run_meta,
+    same_text,
+    write_csv,
 )
 from localchat.engine.stats import combine
 from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
+from localchat.settings import folders
 from localchat.settings.options import DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 from localchat.ui.bench_chart import GroupedBarChart, LineChart
-from localchat.ui.bench_results import (
-    default_data_dir,
-    limit_per_category,
-    report_json,
-    result_rows,
-    same_text,
-    typed_prompts,
-    write_csv,
-)
 
 log = logging.getLogger(__name__)
 
@@ -356,15 +356,9 @@ class BenchmarkDialog(QDialog):
         self._report = BenchReport()
         self._run_config = config
         self._total = len(prompts) * len(modes)
-        self._run_meta = {
-            "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "target": config.target_path,
-            "draft": config.draft_path,
-            "max_tokens": self.max_tokens.value(),
-            "draft_tokens": self.draft_tokens.value(),
-            "modes": [m.name for m in modes],
-            "prompts": [{"id": p.id, "category": p.category, "prompt": p.prompt} for p in prompts],
-        }
+        self._run_meta = run_meta(target=config.target_path, draft=config.draft_path,
+                                  max_tokens=self.max_tokens.value(), draft_tokens=self.draft_tokens.value(),
+                                  modes=modes, prompts=prompts)
         self.saved_path = None
         self.saved_label.setText("")
         self._refresh_results()
@@ -383,7 +377,7 @@ class BenchmarkDialog(QDialog):
 
     def show_report(self, report: BenchReport) -> None:
         """Put a finished (or loaded) report in the table and charts."""
-        self._report = BenchReport(list(report.records))
+        self._report = BenchReport(list(report.records), list(report.skipped), report.peak_rss_mb)
         self._refresh_results()
 
     def export_json(self, path: Path | str) -> Path:
@@ -437,6 +431,7 @@ class BenchmarkDialog(QDialog):
             self._export(self.export_csv, path)
 
     def _on_service_loaded(self, info: EngineInfo, draft_problem: str) -> None:
+        self._run_meta.update(backend=info.backend, threads=info.n_threads)
         drafter = info.draft.name if info.draft is not None else "no draft model"
         text = f"Loaded {info.target.name} ({drafter}) on {info.backend}; warming up…"
         if draft_problem:
@@ -553,18 +548,14 @@ class BenchmarkDialog(QDialog):
                 lines[mode] = list(combine(recs).acceptance_rate_by_position)
         self.position_chart.set_data(lines)
 
-    def _report_json(self) -> dict[str, object]:
-        meta = dict(self._run_meta)
-        peak = getattr(self._service, "peak_rss_mb", None)
-        meta["peak_rss_mb"] = None if peak is None else round(float(peak), 1)
-        return report_json(self._report, meta)
+    def _report_json(self, complete: bool = True) -> dict[str, object]:
+        return report_json(self._report, self._run_meta, complete=complete)
 
     def _autosave(self, complete: bool) -> None:
-        folder = (self._data_dir or default_data_dir()) / "benchmarks"
+        folder = (self._data_dir or folders.data_dir()) / "benchmarks"
         stamp = _dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
         path = folder / f"{stamp}.json"
-        data = self._report_json()
-        data["complete"] = complete
+        data = self._report_json(complete)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             n = 1

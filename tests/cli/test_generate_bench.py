@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from localchat.engine.bench import BenchError, builtin_prompts, parse_prompts
+from localchat.bench.prompts import BenchError, builtin_prompts, parse_prompts
 
 
 def localchat(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
@@ -70,6 +70,10 @@ def test_bench_runs_every_mode_and_writes_json(tmp_path: Path, smollm2_path: Pat
     off_rows = [s for s in summary if s["mode"] == "off"]
     assert all(s["speedup_vs_off"] == pytest.approx(1.0) for s in off_rows)
     assert data["peak_rss_mb"] > 50
+    # The one report schema, the same keys as the app writes.
+    assert data["schema"] == "localchat-bench/1" and data["complete"] is True
+    assert {"created", "target", "draft", "backend", "threads", "max_tokens", "modes", "prompts"} <= set(data)
+    assert all("speedup_vs_off" in rec for rec in recs)
 
 
 def count_prompt(tmp_path: Path) -> Path:

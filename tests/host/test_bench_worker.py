@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from localchat.engine.bench import bench_mode, builtin_prompts
+from localchat.bench.modes import bench_mode
+from localchat.bench.prompts import builtin_prompts
 from localchat.engine.types import EngineConfig
-from localchat.host.bench_worker import BenchLoaded, BenchProcess, BenchProgress
+from localchat.host.bench_process import BenchProcess
+from localchat.host.bench_protocol import BenchLoaded, BenchProgress
 
 pytestmark = pytest.mark.slow
 

@@ -10,12 +10,13 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QColor
 
-from localchat.engine.bench import BenchMode, BenchPrompt, BenchRecord, BenchReport
+from localchat.bench.modes import BenchMode
+from localchat.bench.prompts import BenchPrompt, limit_per_category, typed_prompts
+from localchat.bench.report import BenchRecord, BenchReport
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import EngineConfig, EngineInfo
 from localchat.ui.bench_chart import mode_color, nice_step
 from localchat.ui.bench_dialog import BenchmarkDialog, open_benchmark_dialog
-from localchat.ui.bench_results import limit_per_category, typed_prompts
 from tests.ui.fakes import ON, model_info
 
 CONFIG = EngineConfig("/models/target.gguf", draft_path="/models/draft.gguf")
@@ -34,7 +35,6 @@ class FakeBenchService(QObject):
         self.cancels = 0
         self.stops = 0
         self.running = False
-        self.peak_rss_mb = 321.0
 
     @property
     def is_running(self) -> bool:
@@ -93,7 +93,7 @@ def feed(service: FakeBenchService, records: list[BenchRecord]) -> BenchReport:
     for i, r in enumerate(records, start=1):
         service.progress.emit(i, len(records), r)
     service.running = False
-    report = BenchReport(list(records))
+    report = BenchReport(list(records), peak_rss_mb=321.0)
     service.finished.emit(report)
     return report
 
@@ -172,6 +172,7 @@ def test_run_fills_table_charts_and_saves(qtbot, tmp_path: Path) -> None:
     saved = dialog.saved_path
     assert saved is not None and saved.parent == tmp_path / "benchmarks" and saved.suffix == ".json"
     data = json.loads(saved.read_text())
+    assert data["schema"] == "localchat-bench/1"
     assert data["complete"] is True and data["target"] == CONFIG.target_path
     assert data["peak_rss_mb"] == 321.0 and len(data["records"]) == 6
     assert data["records"][1]["speedup_vs_off"] == 1.5

@@ -1,0 +1,13 @@
+"""The benchmark as a feature of its own: prompts, modes, records, one report format, the runner.
+
+- prompts.py: the built-in and user prompts (JSON Lines or typed, one per line).
+- modes.py: what each mode name means (off, draft, ngram, auto, adaptive; NAME:N).
+- report.py: a run's records, its summary, and ONE report format (JSON and CSV) written by
+  the CLI and the app alike (the schema is in docs/BENCHMARKS.md).
+- memory.py: peak resident memory, measured in the process that ran the models.
+- runner.py: runs every prompt in every mode on an engine. The only module here that
+  drives an engine; it reaches it through a Protocol, so even it does not import
+  ``localchat.engine.engine``. It runs in the benchmark process (host/bench_worker.py)
+  or in ``localchat bench``, never in the GUI process (an import-linter contract checks
+  that the GUI imports neither it nor the engine, directly or not).
+"""

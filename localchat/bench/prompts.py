@@ -1,0 +1,87 @@
+"""Benchmark prompts: the built-in set, a JSON Lines file, or prompts typed by the user."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+
+class BenchError(ValueError):
+    """Prompts that cannot be read; the message names the file (or "the typed prompts") and line."""
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    id: str
+    category: str
+    prompt: str
+
+
+def builtin_prompts() -> list[BenchPrompt]:
+    text = resources.files("localchat.data").joinpath("bench_prompts.jsonl").read_text("utf-8")
+    return parse_prompts(text, "built-in prompts")
+
+
+def load_prompts(path: Path) -> list[BenchPrompt]:
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise BenchError(f"Cannot read the prompts file {path}: {exc.strerror or exc}.") from exc
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"The prompts file {path} is not UTF-8 text.") from exc
+    return parse_prompts(text, str(path))
+
+
+def parse_prompts(text: str, source: str) -> list[BenchPrompt]:
+    out: list[BenchPrompt] = []
+    seen: set[str] = set()
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"{source}, line {n}: not valid JSON ({exc.msg}).") from exc
+        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
+            raise BenchError(f'{source}, line {n}: expected an object with a non-empty "prompt" string.')
+        pid = str(obj.get("id", f"prompt-{n}"))
+        if pid in seen:
+            raise BenchError(f'{source}, line {n}: the id "{pid}" is used twice.')
+        seen.add(pid)
+        out.append(BenchPrompt(pid, str(obj.get("category", "default")), obj["prompt"]))
+    if not out:
+        raise BenchError(f"{source} holds no prompts.")
+    return out
+
+
+def typed_prompts(text: str) -> list[BenchPrompt]:
+    """Prompts typed or pasted by the user: JSON Lines if every line is an object, else one per line."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise BenchError("Type at least one prompt, one per line.")
+    if all(line.lstrip().startswith("{") for line in lines):
+        return parse_prompts(text, "The typed prompts")
+    return [BenchPrompt(f"typed-{i}", "typed", line.strip()) for i, line in enumerate(lines, start=1)]
+
+
+def select(
+    prompts: Sequence[BenchPrompt], categories: Sequence[str] | None = None, limit: int = 0
+) -> list[BenchPrompt]:
+    """Only the given categories (all when None or empty), at most ``limit`` per category (0: all)."""
+    chosen = [p for p in prompts if not categories or p.category in categories]
+    if limit <= 0:
+        return chosen
+    kept: dict[str, int] = {}
+    out: list[BenchPrompt] = []
+    for p in chosen:
+        if kept.get(p.category, 0) < limit:
+            kept[p.category] = kept.get(p.category, 0) + 1
+            out.append(p)
+    return out
+
+
+def limit_per_category(prompts: Sequence[BenchPrompt], limit: int) -> list[BenchPrompt]:
+    return select(prompts, None, limit)

@@ -1,0 +1,131 @@
+"""Measure speculation on real prompts: every prompt in every mode, interleaved, in one run.
+
+Speed-ups are ratios measured side by side (the same prompt in each mode, one
+after the other, the mode order rotated from prompt to prompt), so a busy
+machine slows all modes alike. Every run starts from empty caches and is
+greedy, so each mode's text can be compared with plain decoding.
+
+The engine is reached through the ``BenchEngine`` Protocol: this module runs in
+the benchmark process or the CLI, which make the engine; nothing here imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from localchat.bench.memory import peak_rss_mb
+from localchat.bench.modes import BenchMode
+from localchat.bench.prompts import BenchPrompt
+from localchat.bench.report import BenchRecord, BenchReport, first_mismatch
+from localchat.engine.errors import EngineError
+from localchat.engine.types import (
+    ChatMessage,
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+    TokenEvent,
+)
+
+
+class BenchEngine(Protocol):
+    """What the runner needs from localchat.engine.engine.Engine."""
+
+    def reset(self) -> None: ...
+
+    def generate(
+        self,
+        request: GenerationRequest,
+        on_event: Callable[[TokenEvent], None] | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> GenerationResult: ...
+
+
+def run_bench(
+    engine: BenchEngine,
+    prompts: Sequence[BenchPrompt],
+    modes: Sequence[BenchMode],
+    max_tokens: int = 128,
+    on_record: Callable[[BenchRecord, int, int], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    warmup: bool = True,
+    repeat: int = 1,
+) -> BenchReport:
+    """Run each prompt in each mode, ``repeat`` times over; ``on_record(record, done, total)``
+    after each run. Repeating averages out a busy machine: a category's figures pool every run.
+    The report's peak memory is this process's, which holds the models."""
+    report = _run(engine, prompts, modes, max_tokens, on_record, should_cancel, warmup, repeat)
+    report.peak_rss_mb = peak_rss_mb()
+    return report
+
+
+def _run(
+    engine: BenchEngine,
+    prompts: Sequence[BenchPrompt],
+    modes: Sequence[BenchMode],
+    max_tokens: int,
+    on_record: Callable[[BenchRecord, int, int], None] | None,
+    should_cancel: Callable[[], bool] | None,
+    warmup: bool,
+    repeat: int,
+) -> BenchReport:
+    cancel = should_cancel or (lambda: False)
+    report = BenchReport()
+    greedy = SamplingParams(temperature=0.0)
+    if warmup and prompts:
+        # Page the weights in and settle the caches before anything is timed.
+        for mode in modes:
+            engine.reset()
+            try:
+                first = GenerationRequest(messages=(ChatMessage("user", prompts[0].prompt),),
+                                          max_tokens=8, sampling=greedy, speculation=mode.speculation)
+                engine.generate(first)
+            except EngineError:
+                break  # that prompt cannot run; the timed loop below says so and goes on
+    total = len(prompts) * len(modes) * max(1, repeat)
+    done = 0
+    order_of = [m.name for m in modes]
+    rounds = [(r, i, bp) for r in range(max(1, repeat)) for i, bp in enumerate(prompts)]
+    for r, i, bp in rounds:
+        shift = (i + r) % len(modes)  # each repetition starts a prompt from another mode
+        order = list(modes[shift:]) + list(modes[:shift])
+        off_ids: tuple[int, ...] | None = None
+        pending: list[BenchRecord] = []
+        failed: str | None = None
+        for mode in order:
+            if cancel():
+                return report
+            engine.reset()
+            # Each prompt is a new conversation: adaptive state does not carry from one to the next.
+            req = GenerationRequest(messages=(ChatMessage("user", bp.prompt),), max_tokens=max_tokens,
+                                    sampling=greedy, speculation=mode.speculation,
+                                    session=f"bench:{bp.id}:{mode.name}:{r}")
+            try:
+                res = engine.generate(req, should_cancel=cancel)
+            except EngineError as exc:  # one prompt the engine cannot run must not end the whole run
+                failed = str(exc)
+                break
+            if res.finish_reason is FinishReason.CANCELLED:
+                return report
+            s = res.stats
+            rec = BenchRecord(bp.id, bp.category, mode.name, s.generated_tokens, s.generation_seconds,
+                              s.tokens_per_s, s.acceptance_length, s.acceptance_rate, None, None, s,
+                              res.text, res.token_ids)
+            if mode.name == "off":
+                off_ids = res.token_ids
+            pending.append(rec)
+        if failed is not None:
+            if (bp.id, failed) not in report.skipped:
+                report.skipped.append((bp.id, failed))
+            total -= len(modes)
+            continue
+        for rec in sorted(pending, key=lambda rec: order_of.index(rec.mode)):
+            if off_ids is not None and rec.mode != "off":
+                mm = first_mismatch(off_ids, rec.token_ids)
+                rec = BenchRecord(**{**rec.__dict__, "matches_off": mm is None, "first_mismatch": mm})
+            report.records.append(rec)
+            done += 1
+            if on_record is not None:
+                on_record(rec, done, total)
+    return report
