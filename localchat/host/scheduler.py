@@ -93,9 +93,53 @@ class JobFinished:
 class JobFailed:
     message: str  # a sentence for the user
     engine_died: bool = False
+    exitcode: int | None = None  # when the engine died: its exit code, if known
+    hung: bool = False  # the engine was killed because it ignored a cancel
 
 
 JobEvent = JobTokens | JobFinished | JobFailed
+
+
+# What the broker tells its listener (``EngineBroker(listener=...)``), from the broker thread:
+# the app's window shows loads, deaths and what the engine is generating for whom.
+
+
+@dataclass(frozen=True)
+class LoadStarted:
+    config: EngineConfig
+
+
+@dataclass(frozen=True)
+class LoadDone:
+    info: EngineInfo
+
+
+@dataclass(frozen=True)
+class LoadError:
+    message: str
+
+
+@dataclass(frozen=True)
+class EngineDied:
+    exitcode: int | None
+    while_loading: bool = False
+    hung: bool = False
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """A job produced tokens: who asked (its source) and the engine's latest figures."""
+
+    source: str
+    event: TokenEvent
+
+
+@dataclass(frozen=True)
+class JobEnded:
+    source: str
+
+
+BrokerEvent = LoadStarted | LoadDone | LoadError | EngineDied | JobProgress | JobEnded
 
 
 @dataclass(eq=False)
@@ -133,14 +177,21 @@ class EngineBroker:
 
     def __init__(
         self,
-        config: EngineConfig,
+        config: EngineConfig | None,
         *,
         engine_factory: str = DEFAULT_ENGINE,
         log_path: str | None = None,
         max_queue: int = 16,
         cancel_timeout_s: float = 5.0,
+        restart_eagerly: bool = True,
+        listener: Callable[[BrokerEvent], None] | None = None,
     ) -> None:
+        """``config`` None: no model until ``load``. ``restart_eagerly``: after the engine died,
+        start it again at once (a server), or only when a job or ``load`` asks (the window, so a
+        model that cannot load again is not retried behind the user's back)."""
         self._config = config
+        self.restart_eagerly = restart_eagerly
+        self._listener = listener
         self._engine_factory = engine_factory
         self._log_path = log_path
         self.max_queue = max_queue
@@ -171,8 +222,13 @@ class EngineBroker:
         return self._info
 
     @property
-    def config(self) -> EngineConfig:
+    def config(self) -> EngineConfig | None:
+        """The last configuration asked for (reloaded after a crash); None before the first ``load``."""
         return self._config
+
+    @property
+    def log_path(self) -> str | None:
+        return self._log_path
 
     @property
     def load_error(self) -> str:
@@ -202,6 +258,13 @@ class EngineBroker:
         job = self._running
         return job.source if job is not None else None
 
+    def _tell(self, event: BrokerEvent) -> None:
+        if self._listener is not None:
+            try:
+                self._listener(event)
+            except Exception:  # a listener's failure must not stop the engine
+                log.exception("the broker's listener failed on %r", event)
+
     # -- commands (any thread) ---------------------------------------------------------
     def start(self) -> None:
         """Start the broker thread, which starts the engine and loads the configured model."""
@@ -216,6 +279,8 @@ class EngineBroker:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._state is BrokerState.LOADING or self._state is BrokerState.STOPPED:
+                if self._config is None:
+                    raise BrokerError("No model is loaded; choose a model first.")
                 if self._closing:
                     raise BrokerError("The engine was closed before the model loaded.")
                 left = None if deadline is None else deadline - time.monotonic()
@@ -319,6 +384,8 @@ class EngineBroker:
                 with self._cond:
                     while not self._closing and not self._order and not self._engine_wanted():
                         self._cond.wait(0.5)
+                        if self._idle_death():
+                            break
                     if self._closing:
                         return
                     wanted = self._engine_wanted()
@@ -343,14 +410,30 @@ class EngineBroker:
                 self._load_error = "The engine broker stopped unexpectedly; restart the server."
                 self._cond.notify_all()
 
+    def _idle_death(self) -> bool:
+        """An engine that ended while idle (killed, out of memory): say so now, not at the next job."""
+        process = self._process
+        if process is None or process.is_alive() or self._info is None:
+            return False
+        code = process.exitcode
+        log.warning("engine process %s ended while idle (exit code %s)", process.pid, code)
+        self._discard_process()  # the condition's lock is re-entrant
+        self._tell(EngineDied(code))
+        return True
+
     def _engine_wanted(self) -> bool:
         """Whether to (re)start or reload before the next job: at start, after a crash or ``load``."""
+        if self._config is None:
+            return False
         if self._reload:
             return True
         alive = self._process is not None and self._process.is_alive()
-        # After a failed load, only a job (or ``load``) asks for another attempt.
         needed = not alive or self._info is None
-        return needed and (self._state is not BrokerState.FAILED or bool(self._order))
+        # After a failed load (or a death, when not restarting eagerly), only a job asks again.
+        idle_ok = self._state is BrokerState.FAILED or (
+            self._state is BrokerState.STOPPED and not self.restart_eagerly
+        )
+        return needed and (not idle_ok or bool(self._order))
 
     def _ensure_engine(self) -> None:
         with self._cond:
@@ -359,6 +442,8 @@ class EngineBroker:
             self._reload = False
             config = self._config
             self._cond.notify_all()
+        assert config is not None
+        self._tell(LoadStarted(config))
         process = self._process
         if process is None or not process.is_alive():
             self._discard_process()
@@ -378,8 +463,10 @@ class EngineBroker:
                 elif isinstance(reply, LoadFailed):
                     error = reply.message
         except EngineGone:
-            error = load_death_sentence(process.wait_exitcode(EXIT_CODE_WAIT_S))
+            code = process.wait_exitcode(EXIT_CODE_WAIT_S)
+            error = load_death_sentence(code)
             self._discard_process()
+            self._tell(EngineDied(code, while_loading=True))
         with self._cond:
             if self._reload:  # another load was asked for meanwhile; its answer is the one that counts
                 return
@@ -387,9 +474,11 @@ class EngineBroker:
                 self._info, self._state, self._load_error = info, BrokerState.READY, ""
                 self._ever_loaded = True
                 log.info("model loaded: %s", info.target.name)
+                self._tell(LoadDone(info))
             else:
                 self._state, self._load_error = BrokerState.FAILED, error
                 log.warning("load failed: %s", error)
+                self._tell(LoadError(error))
                 # The jobs waiting now cannot run: tell them why instead of retrying for ever.
                 for q in self._queues.values():
                     for job in q:
@@ -399,6 +488,12 @@ class EngineBroker:
             self._cond.notify_all()
 
     def _run_job(self, job: JobHandle) -> None:
+        try:
+            self._run_job_on_engine(job)
+        finally:
+            self._tell(JobEnded(job.source))
+
+    def _run_job_on_engine(self, job: JobHandle) -> None:
         if job.cancel_requested:
             job._put(JobFailed("The request was cancelled before it started."))
             return
@@ -419,16 +514,19 @@ class EngineBroker:
                     log.warning("the engine did not stop within %.1f s of cancel; killing it",
                                 self.cancel_timeout_s)
                     process.kill()
+                    code = process.exitcode
                     self._discard_process()
                     job._put(JobFailed(
                         f"The engine did not stop within {self.cancel_timeout_s:g} seconds, so it was "
-                        "ended; it is being restarted.", engine_died=True))
+                        "ended; it is being restarted.", engine_died=True, exitcode=code, hung=True))
+                    self._tell(EngineDied(code, hung=True))
                     return
                 reply = process.receive(POLL_S)
                 if reply is None:
                     continue
                 if isinstance(reply, Tokens) and reply.request_id == rid:
                     job._put(JobTokens(reply.event))
+                    self._tell(JobProgress(job.source, reply.event))
                 elif isinstance(reply, Finished) and reply.request_id == rid:
                     self._job_seconds.append(time.monotonic() - job.started_at)
                     job._put(JobFinished(reply.result))
@@ -440,14 +538,15 @@ class EngineBroker:
             code = process.wait_exitcode(EXIT_CODE_WAIT_S)
             log.warning("engine process %s ended during job %d (exit code %s)", process.pid, rid, code)
             self._discard_process()
-            job._put(JobFailed(died_sentence(code), engine_died=True))
+            job._put(JobFailed(died_sentence(code), engine_died=True, exitcode=code))
+            self._tell(EngineDied(code))
 
     def _discard_process(self) -> None:
         process, self._process = self._process, None
         with self._cond:
             self._info = None
             if not self._closing:
-                self._state = BrokerState.LOADING
+                self._state = BrokerState.LOADING if self.restart_eagerly else BrokerState.STOPPED
         if process is not None:
             process.kill()
             process.close()

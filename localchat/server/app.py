@@ -61,7 +61,9 @@ LOADING_RETRY_AFTER_S = 5
 
 @dataclass(frozen=True)
 class ServerSettings:
-    model_id: str  # what /v1/models lists and clients send as "model"
+    # What /v1/models lists and clients send as "model"; "" (the app's server): the loaded file's
+    # name without ".gguf", following the model chosen in the window.
+    model_id: str = ""
     host: str = "127.0.0.1"
     api_key: str | None = None
     cors_origins: tuple[str, ...] = ()
@@ -267,9 +269,21 @@ class Api:
         return server_error(f"The server failed while answering ({type(exc).__name__}); it keeps serving.",
                             "internal_error").response()
 
+    @property
+    def model_id(self) -> str:
+        if self.settings.model_id:
+            return self.settings.model_id
+        config = self.broker.config
+        if config is None:
+            return "none"
+        return config.target_path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".gguf")
+
     def limits(self) -> Limits:
         info = self.broker.info
-        ceiling = self.settings.max_tokens or (info.n_ctx if info is not None else self.broker.config.n_ctx)
+        config = self.broker.config
+        ceiling = self.settings.max_tokens or (
+            info.n_ctx if info is not None else config.n_ctx if config is not None else 4096
+        )
         return Limits(max_tokens=ceiling, default_mode=self.settings.default_mode)
 
     async def read_json(self, request: Request) -> dict[str, Any]:
@@ -299,16 +313,19 @@ class Api:
         if name is None:
             return
         info = self.broker.info
-        names = {self.settings.model_id.lower()}
+        names = {self.model_id.lower()}
         if info is not None:
             file = info.target.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
             names |= {file, file.removesuffix(".gguf"), info.target.name.lower()}
         if name.lower() not in names:
             raise ApiError(404, f"The model {name!r} is not served here; this server serves "
-                                f"{self.settings.model_id!r} (GET /v1/models lists it).",
+                                f"{self.model_id!r} (GET /v1/models lists it).",
                            param="model", code="model_not_found")
 
     def check_ready(self) -> None:
+        if self.broker.config is None:
+            raise ApiError(503, "No model is loaded in localchat; choose one in its window.",
+                           type="unavailable_error", code="no_model")
         if self.broker.ever_loaded:
             return  # after a crash the engine restarts behind the queue; requests wait for it
         if self.broker.state is BrokerState.FAILED:
@@ -376,7 +393,7 @@ class Api:
     # -- routes -----------------------------------------------------------------------
     async def models(self, request: Request) -> Response:
         info = self.broker.info
-        entry: dict[str, Any] = {"id": self.settings.model_id, "object": "model", "created": self.started,
+        entry: dict[str, Any] = {"id": self.model_id, "object": "model", "created": self.started,
                                  "owned_by": "localchat"}
         if info is not None:
             entry["meta"] = {"n_ctx": info.n_ctx, "n_params": info.target.n_params,
@@ -385,6 +402,9 @@ class Api:
 
     async def health(self, request: Request) -> Response:
         state = self.broker.state
+        if self.broker.config is None:
+            return ApiError(503, "No model is loaded in localchat; choose one in its window.",
+                            type="unavailable_error", code="no_model").response()
         if state is BrokerState.READY:
             return JSONResponse({"status": "ok"})
         if state is BrokerState.FAILED:
@@ -405,7 +425,7 @@ class Api:
             return exc.response()
 
     async def _chat(self, request: Request, parsed: ParsedRequest) -> Response:
-        rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.settings.model_id
+        rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.model_id
         job = JobStream(self.broker, parsed)
         if not parsed.stream:
             result = await self.run_to_end(request, job)
@@ -450,7 +470,7 @@ class Api:
             return exc.response()
 
     async def _completions(self, request: Request, parsed: ParsedRequest) -> Response:
-        rid, created, model = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.settings.model_id
+        rid, created, model = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.model_id
         job = JobStream(self.broker, parsed)
         if not parsed.stream:
             result = await self.run_to_end(request, job)
@@ -486,7 +506,7 @@ class Api:
             return exc.response()
 
     async def _native(self, request: Request, parsed: ParsedRequest) -> Response:
-        model = self.settings.model_id
+        model = self.model_id
         job = JobStream(self.broker, parsed)
         if not parsed.stream:
             result = await self.run_to_end(request, job)

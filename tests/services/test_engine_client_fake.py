@@ -116,13 +116,23 @@ def test_death_while_loading(qtbot, client: EngineClient) -> None:
     assert client.info is None
 
 
-def test_restart_gives_a_fresh_process(qtbot, client: EngineClient) -> None:
+def test_window_and_api_requests_share_one_engine_and_queue_fairly(qtbot, client: EngineClient) -> None:
     _load(qtbot, client)
-    old = client.pid
-    client.restart()
-    assert client.pid != old and client.info is None and client.is_running
-    _load(qtbot, client)
-    assert client.memory_bytes() is not None
+    pid = client.pid
+    broker = client.broker
+    api_jobs = [broker.submit(GenerationRequest(prompt="slow api", max_tokens=20), source="api:a")
+                for _ in range(3)]
+    seen: list[str] = []
+    client.activity.connect(lambda source, event: seen.append(source))
+    with qtbot.waitSignal(client.generation_finished, timeout=20_000) as done:
+        client.generate(GenerationRequest(prompt="window", max_tokens=5))
+    assert done.args[0].text == "t0 t1 t2 t3 t4 "
+    # Round-robin by source: the API's queue had its turn (one or two requests), then the window's
+    # reply, before the API's third request.
+    assert api_jobs[0].done and not api_jobs[2].done
+    assert seen and set(seen) == {"api:a"}  # the window hears what the API's requests are doing
+    qtbot.waitUntil(lambda: api_jobs[2].done, timeout=20_000)
+    assert client.pid == pid  # one engine process for both
 
 
 def test_the_death_sentence_points_at_the_engine_log(qtbot, tmp_path) -> None:
