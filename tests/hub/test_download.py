@@ -354,3 +354,17 @@ def test_the_bytes_on_disk_are_verified_not_the_stream(
         DownloadJob([TARGET], models, endpoint=hub.url, progress=on_progress).run()
     assert damaged.is_set()
     assert not (models / TARGET.repo / TARGET.filename).exists()
+
+
+def test_a_verified_file_whose_bytes_changed_is_downloaded_again(
+    hub: HubServer, models: Path, pair: tuple[bytes, bytes]
+) -> None:
+    paths = DownloadJob([TARGET], models, endpoint=hub.url).run()
+    with paths[0].open("r+b") as fh:  # same size, other bytes, a new mtime: a damaged copy
+        fh.seek(1000)
+        fh.write(b"\xff" * 16)
+    assert not is_verified(paths[0])
+    hub.requests.clear()
+    DownloadJob([TARGET], models, endpoint=hub.url).run()
+    assert [r.method for r in hub.requests] == ["HEAD", "GET"]
+    assert paths[0].read_bytes() == pair[0] and is_verified(paths[0])
