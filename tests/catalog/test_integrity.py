@@ -67,7 +67,7 @@ def test_changed_bytes_are_refused_and_stay_refused(model: tuple[Path, str], has
         fh.seek(1_000_000)
         fh.write(b"\x00garbage\x00")
     for _try in range(2):
-        with pytest.raises(integrity.ModelChangedError, match="changed on disk.*Download it again"):
+        with pytest.raises(integrity.ModelChangedError, match=r"changed on disk.*Download it again"):
             integrity.check_before_use(path)
     assert len(hash_calls) == 2  # still changed, so still checked: the marker was not rewritten
 
