@@ -176,6 +176,9 @@ def build_main_window(
     session.setParent(window)
     downloads = _make_downloader(settings, window)
     ModelsWiring(window, settings, downloads)
+    from localchat.services.hub_token_service import HubTokenService
+
+    window.hub_token = HubTokenService(parent=window)
     if settings.load_messages:
         window.show_notice(" ".join(settings.load_messages))
     last = settings.last_model_path
