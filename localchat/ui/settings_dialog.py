@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from PySide6.QtCore import Qt, SignalInstance
@@ -40,6 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from localchat.settings.options import Option, Value
+from localchat.settings.settings import join_folders, split_folders
 from localchat.ui.theme import muted
 
 log = logging.getLogger(__name__)
@@ -164,8 +166,8 @@ class PathField(QWidget):
         super().__init__(parent)
         self.kind = kind
         self.edit = QLineEdit(self)
-        self.edit.setPlaceholderText("Default")
-        self.browse = QPushButton("Browse…", self)
+        self.edit.setPlaceholderText("None" if kind == "folders" else "Default")
+        self.browse = QPushButton("Add folder…" if kind == "folders" else "Browse…", self)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.edit, 1)
@@ -173,6 +175,11 @@ class PathField(QWidget):
         self.browse.clicked.connect(self._on_browse_clicked)
 
     def _on_browse_clicked(self) -> None:
+        if self.kind == "folders":
+            chosen = QFileDialog.getExistingDirectory(self, "Add a folder", str(Path.home()))
+            if chosen:
+                self.edit.setText(join_folders([*split_folders(self.edit.text()), chosen]))
+            return
         if self.kind == "folder":
             chosen = QFileDialog.getExistingDirectory(self, "Choose a folder", self.edit.text())
         else:

