@@ -161,7 +161,10 @@ class ModelManagerDialog(QDialog):
         catalog_buttons = QHBoxLayout()
         catalog_buttons.addWidget(self.progress, 1)
         catalog_buttons.addWidget(self.cancel_button)
-        catalog_buttons.addWidget(QLabel("Download from:", self))
+        catalog_buttons.addStretch(0)  # takes the room only while the progress bar is hidden
+        source_label = QLabel("Download from:", self)
+        source_label.setBuddy(self.source_box)
+        catalog_buttons.addWidget(source_label)
         catalog_buttons.addWidget(self.source_box)
         catalog_buttons.addWidget(self.download_button)
         catalog_layout.addWidget(self.catalog_message)
