@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -119,9 +120,13 @@ def read_record(path: Path) -> Record | None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    # A name of its own per writer: two engine processes may re-record the same model at once.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_record(path: Path, sha256: str) -> Record:
@@ -171,7 +176,10 @@ def verified_sha256(path: Path, is_cancelled: Callable[[], bool] | None = None) 
             f"disk (SHA-256 {got[:12]}..., expected {record.sha256[:12]}...). Download it again from the "
             "model manager (or with `localchat pull`) before using it."
         )
-    write_record(path, got)
+    try:
+        write_record(path, got)
+    except OSError as exc:  # a folder we cannot write: the file is still good, only hashed again next time
+        log.warning("could not record the verification of %s: %s", path, exc)
     return got
 
 

@@ -130,3 +130,19 @@ def test_loading_a_real_model_whose_bytes_changed_is_refused_in_words(
         fh.write(os.urandom(64))  # tensor bytes: the header still parses, the weights are garbage
     with pytest.raises(ModelLoadError, match="no longer the file that was downloaded"):
         Model(copy, gpu_layers=0, vocab_only=True)
+
+
+def test_a_folder_that_cannot_be_written_does_not_stop_a_good_file(
+    model: tuple[Path, str], hash_calls: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, sha = model
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(integrity, "write_record", refuse)
+    assert integrity.verified_sha256(path) == sha  # checked and good; only the record is missing
+    integrity.check_before_use(path)
+    assert len(hash_calls) == 2  # not recorded, so checked again: slower, never wrong
