@@ -36,6 +36,11 @@ def extra_model_folders() -> list[Path]:
     return [Path(f).expanduser() for f in folders]
 
 
+def user_library() -> Library:
+    """The models the app lists: the models folder, then huggingface-hub's cache and the other folders."""
+    return Library([resolve_models_dir(None)], read_only_dirs=[hf_cache_dir(), *extra_model_folders()])
+
+
 def load(catalog_path: str | None) -> Catalog:
     from localchat.catalog.drafters import load_catalog
 
