@@ -247,9 +247,16 @@ class ModelManagerDialog(QDialog):
             drafter = entry.model_drafter
             drafter_text = drafter.label if drafter else (entry.drafters[0].label if entry.drafters else "–")
             size = quant.size + (drafter.size if drafter else 0)
-            name = entry.display_name + ("  (starter)" if entry.starter else "")
+            marks = ("  (starter)" if entry.starter else "") + ("  (gated)" if entry.gated else "")
+            name = entry.display_name + marks
+            name_cell = _item(name, entry.id)
+            if entry.gated:
+                name_cell.setToolTip(
+                    f"{entry.display_name} is gated: accept its licence on its Hugging Face page, then paste "
+                    "an access token in Settings → Hugging Face before downloading."
+                )
             cells = (
-                _item(name, entry.id),
+                name_cell,
                 _item(entry.params),
                 _item(quant.quant),
                 _item(format_bytes(size)),

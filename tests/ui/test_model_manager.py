@@ -38,7 +38,7 @@ def catalog() -> Catalog:
             display_name=f"Model {i}",
             family="qwen2.5",
             params="1.5B",
-            gated=False,
+            gated=i == 1,
             quants=(
                 QuantFile(
                     "Q4_K_M", "org/repo", f"model-{i}.gguf", 1_000_000_000, "apache-2.0",
@@ -73,6 +73,9 @@ def test_lists_catalog_and_local_models_and_loads(qtbot, tmp_path: Path, smollm2
     assert dialog.catalog_table.rowCount() == 2
     assert dialog.catalog_table.item(0, 5).text() == "draft.gguf"
     assert dialog.catalog_table.item(0, 3).text() == "1.4 GB"  # decimal, as the CLI
+    assert dialog.catalog_table.item(0, 0).text() == "Model 0  (starter)"
+    assert dialog.catalog_table.item(1, 0).text() == "Model 1  (gated)"
+    assert "Settings → Hugging Face" in dialog.catalog_table.item(1, 0).toolTip()
     assert dialog.local_table.rowCount() == 1
     assert dialog.local_table.item(0, 0).text() == smollm2_path.name
     assert dialog.local_table.item(0, 4).text() == "Ready"
