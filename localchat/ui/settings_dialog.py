@@ -154,6 +154,10 @@ class HubTokenPage(QWidget):
         self.check_button.setEnabled(False)
         self.keeper.check(self.token)
 
+    def detach(self) -> None:
+        """Stop listening to the keeper, which outlives this page (it belongs to the window)."""
+        self.keeper.checked.disconnect(self._on_keeper_checked)
+
     def _on_keeper_checked(self, _accepted: bool, sentence: str) -> None:
         self.check_button.setEnabled(True)
         self.status.setText(sentence)
@@ -279,6 +283,7 @@ class SettingsDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         restore = self.buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
         restore.clicked.connect(self._on_restore_defaults_clicked)
+        self.finished.connect(self._on_finished)
 
     def _section_page(self, options: Sequence[Option]) -> QWidget:
         page = QWidget()
@@ -325,6 +330,10 @@ class SettingsDialog(QDialog):
             self.tabs.setCurrentWidget(self.token_page)
             return
         super().accept()
+
+    def _on_finished(self, _result: int) -> None:
+        if self.token_page is not None:
+            self.token_page.detach()
 
     def values(self) -> dict[str, Value]:
         return {name: getter() for name, getter in self._getters.items()}

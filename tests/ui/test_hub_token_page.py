@@ -62,6 +62,8 @@ def test_the_tab_is_masked_links_to_the_tokens_page_and_saves_on_ok(qtbot, hub: 
     again.token_page.edit.setText("")
     again.accept()
     assert not hub_token.token_file().exists()
+    # A closed dialog no longer listens to the service, which lives as long as the window.
+    assert service.receivers("2checked(bool,QString)") == 0
 
 
 def test_check_asks_the_hub_off_the_gui_thread(qtbot, hub: HubServer) -> None:
