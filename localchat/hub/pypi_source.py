@@ -113,13 +113,14 @@ def fetch(
     dest_dir.mkdir(parents=True, exist_ok=True)
     final = dest_dir / model.filename
     with _file_lock(dest_dir / f".{model.key}.lock"):
+        changed = False
         try:
             have = integrity.verified_sha256(final)  # hashed again only if it changed since it was verified
         except integrity.ModelChangedError:
-            have = None
+            have, changed = None, True  # just hashed, and wrong: fetch it again
         if have == model.sha256 and (model.size is None or final.stat().st_size == model.size):
             return final
-        if have is None and final.exists() and sha256_of(final) == model.sha256:
+        if have is None and not changed and final.exists() and sha256_of(final) == model.sha256:
             integrity.write_record(final, model.sha256)
             return final
         with tempfile.TemporaryDirectory(dir=dest_dir, prefix=".fetch-") as tmp:
