@@ -25,6 +25,7 @@ from localchat.settings import SettingsFile, folders
 from localchat.ui.main_window import MainWindow
 
 if TYPE_CHECKING:
+    from localchat.catalog.library import Library
     from localchat.services.download_service import DownloadService
 
 log = logging.getLogger(__name__)
@@ -75,28 +76,60 @@ class ModelsWiring(QObject):
         window.model_manager_requested.connect(self._on_window_model_manager_requested)
         window.starter_requested.connect(self._on_window_starter_requested)
 
-    def _library_and_catalog(self) -> tuple[Any, Any]:
-        from localchat.catalog.drafters import load_catalog
+    def _library(self) -> Library:
         from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
 
         folder = self._settings.models_folder or str(default_models_dir())
         extra = [p for p in (self._settings.last_model_path,) if p and Path(p).is_file()]
+        # huggingface-hub's cache and the user's other folders are read where they are, never changed.
+        others = [hf_cache_dir(), *(Path(f).expanduser() for f in self._settings.extra_model_folder_list())]
+        return Library([folder], extra, read_only_dirs=others)
+
+    def _library_and_catalog(self) -> tuple[Library, Any]:
+        from localchat.catalog.drafters import load_catalog
+
         try:
             catalog: Any = load_catalog()
         except Exception as exc:  # a broken catalog must not keep local models from loading
             log.warning("catalog: %s", exc)
             catalog = None
-        return Library([folder, hf_cache_dir()], extra), catalog
+        return self._library(), catalog
+
+    def add_folder(self, path: str) -> tuple[Library, str]:
+        """Add ``path`` to the extra_model_folders setting; the new library and a sentence for the manager."""
+        from localchat.settings.settings import join_folders
+
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise ValueError(f"{folder} is not a folder, so it was not added.")
+        real = folder.resolve()
+        known = {f.resolve() for f in self._library().folders if f.exists()}
+        if real in known:
+            return self._library(), f"{real} is already listed."
+        self._settings.set(
+            "extra_model_folders", join_folders([*self._settings.extra_model_folder_list(), str(real)])
+        )
+        library = self._library()
+        found = sum(1 for m in library.refresh() if m.folder == real)
+        return library, (
+            f"Added {real}: {found} model{'s' if found != 1 else ''} found there. localchat reads them "
+            "where they are and never moves or deletes them."
+        )
 
     def open_manager(self, select_starter: bool = False) -> None:
-        from localchat.catalog.library import pair_drafter
+        from localchat.catalog.library import lmstudio_folders, pair_drafter
         from localchat.catalog.sizes import total_ram
         from localchat.ui.model_manager import ModelManagerDialog
 
         library, catalog = self._library_and_catalog()
+        current = [library]  # pairing looks in the folders added while the manager is open too
 
         def pair(path: str) -> Any:
-            return pair_drafter(path, catalog, library)
+            return pair_drafter(path, catalog, current[0])
+
+        def add_folder(path: str) -> tuple[Library, str]:
+            current[0], sentence = self.add_folder(path)
+            return current[0], sentence
 
         dialog = ModelManagerDialog(
             catalog,
@@ -104,6 +137,8 @@ class ModelsWiring(QObject):
             available_memory=total_ram(),
             downloader=self._downloader,
             pair=pair if catalog is not None else None,
+            add_folder=add_folder,
+            suggested_folders=lmstudio_folders(),
             parent=self._window,
         )
         dialog.load_requested.connect(self._on_dialog_load_requested)
@@ -176,6 +211,9 @@ def build_main_window(
     session.setParent(window)
     downloads = _make_downloader(settings, window)
     ModelsWiring(window, settings, downloads)
+    from localchat.services.hub_token_service import HubTokenService
+
+    window.hub_token = HubTokenService(parent=window)
     if settings.load_messages:
         window.show_notice(" ".join(settings.load_messages))
     last = settings.last_model_path

@@ -6,6 +6,11 @@ in huggingface-hub's cache, and in any folders or single files the user adds
 files there with their header metadata; a file that cannot be read is listed
 with the reason instead of being dropped, so the UI can say why.
 
+Folders passed as ``read_only_dirs`` (huggingface-hub's cache, the user's
+other model folders such as LM Studio's) and single files are another
+program's or the user's own: their models are listed, paired and loaded where
+they are, never copied, moved or deleted (``LocalModel.read_only``).
+
 Pairing picks what drafts for a target, in this order:
 1. the drafter drafters.toml lists for the target, if it is on disk and
    shares the target's vocabulary;
@@ -22,7 +27,7 @@ import contextlib
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from localchat.catalog.drafters import Catalog, DrafterEntry
@@ -57,6 +62,8 @@ class LocalModel:
     size: int  # bytes, all shards of a split model together
     metadata: GgufMetadata | None
     error: str = ""
+    folder: Path | None = None  # the scanned folder it was found under (None for a single file)
+    read_only: bool = False  # in a folder localchat only reads: never deleted or moved from there
 
     @property
     def name(self) -> str:
@@ -75,16 +82,29 @@ class Library:
         models_dirs: Sequence[str | os.PathLike[str]],
         extra_files: Sequence[str | os.PathLike[str]] = (),
         cache: MetadataCache | None = None,
+        *,
+        read_only_dirs: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         self.models_dirs = tuple(Path(d) for d in models_dirs)
+        self.read_only_dirs = tuple(Path(d) for d in read_only_dirs)
         self.extra_files = tuple(Path(f) for f in extra_files)
         self.cache = cache
         self._models: list[LocalModel] | None = None
 
+    @property
+    def folders(self) -> tuple[Path, ...]:
+        """Every folder scanned, localchat's own first."""
+        return (*self.models_dirs, *self.read_only_dirs)
+
     def refresh(self) -> list[LocalModel]:
         seen: set[Path] = set()
         found: list[LocalModel] = []
-        for path in [*self._scan_dirs(), *self.extra_files]:
+        read_only = set(self.read_only_dirs) - set(self.models_dirs)
+        places: list[tuple[Path, Path | None]] = [
+            *((p, root) for root in self.folders for p in _scan(root)),
+            *((f, None) for f in self.extra_files),
+        ]
+        for path, root in places:
             try:
                 key = path.resolve()
             except OSError:
@@ -92,7 +112,8 @@ class Library:
             if key in seen:
                 continue
             seen.add(key)
-            found.append(self.describe(path))
+            model = self.describe(path)
+            found.append(replace(model, folder=root, read_only=root is None or root in read_only))
         found.sort(key=lambda m: m.name.lower())
         self._models = found
         return found
@@ -119,22 +140,31 @@ class Library:
                     return m
         return matches[0] if matches else None
 
-    def _scan_dirs(self) -> Iterable[Path]:
-        for root in self.models_dirs:
-            if not root.is_dir():
+
+
+def _scan(root: Path) -> Iterable[Path]:
+    """The GGUF models under ``root``, a split model once (by its first shard)."""
+    if not root.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        # Hidden folders hold temporary downloads and caches, never finished models.
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fn in sorted(filenames):
+            if not fn.lower().endswith(".gguf") or fn.startswith("."):
                 continue
-            for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-                # Hidden folders hold temporary downloads and caches, never finished models.
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                for fn in sorted(filenames):
-                    if not fn.lower().endswith(".gguf") or fn.startswith("."):
-                        continue
-                    shard = _SHARD_RE.search(fn)
-                    if shard and int(shard.group(1)) != 1:
-                        continue  # a split model is listed once, by its first shard
-                    path = Path(dirpath) / fn
-                    if path.is_file():
-                        yield path
+            shard = _SHARD_RE.search(fn)
+            if shard and int(shard.group(1)) != 1:
+                continue  # a split model is listed once, by its first shard
+            path = Path(dirpath) / fn
+            if path.is_file():
+                yield path
+
+
+def lmstudio_folders(home: Path | None = None) -> list[Path]:
+    """LM Studio's models folders that exist on this computer (today's and the older location)."""
+    base = home if home is not None else Path.home()
+    candidates = (base / ".lmstudio" / "models", base / ".cache" / "lm-studio" / "models")
+    return [c for c in candidates if c.is_dir()]
 
 
 def _total_size(path: Path) -> int:

@@ -25,6 +25,22 @@ def resolve_models_dir(arg: str | None) -> Path:
     return Path(folder).expanduser() if folder else default_models_dir()
 
 
+def extra_model_folders() -> list[Path]:
+    """The extra_model_folders setting (LM Studio's folder, say): read, never changed."""
+    try:
+        from localchat.settings.toml_file import SettingsFile
+
+        folders = SettingsFile().load().settings.extra_model_folder_list()
+    except Exception:  # a broken settings file must not stop a headless command
+        folders = []
+    return [Path(f).expanduser() for f in folders]
+
+
+def user_library() -> Library:
+    """The models the app lists: the models folder, then huggingface-hub's cache and the other folders."""
+    return Library([resolve_models_dir(None)], read_only_dirs=[hf_cache_dir(), *extra_model_folders()])
+
+
 def load(catalog_path: str | None) -> Catalog:
     from localchat.catalog.drafters import load_catalog
 
@@ -88,8 +104,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"localchat: {exc}", file=sys.stderr)
         return 1
     models_dir = resolve_models_dir(args.models_dir)
-    dirs = [models_dir] if args.no_hf_cache else [models_dir, hf_cache_dir()]
-    library = Library(dirs)
+    # With --models-dir (a test, a script) only that folder counts; else the user's other folders too.
+    others = [] if args.no_hf_cache else [hf_cache_dir()]
+    others += [] if args.models_dir else extra_model_folders()
+    dirs = [models_dir, *others]
+    library = Library([models_dir], read_only_dirs=others)
     ram = total_ram()
     print(f"Catalog ({catalog.source}); * = downloaded, fits = in {format_bytes(ram)} of memory")
     print(f"  {'ID':<32} {'MODEL':<46} {'QUANT':<7} {'SIZE':>9}  {'FITS':<5}  DRAFTER")

@@ -30,6 +30,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--quant", help="quantization to fetch (default: the catalog's first)")
     p.add_argument("--no-drafter", action="store_true", help="fetch only the target")
     p.add_argument("--offline", action="store_true", help="only check what is already downloaded")
+    p.add_argument(
+        "--token",
+        help="Hugging Face access token for gated models (default: HF_TOKEN, else the token saved in "
+        "localchat's Settings or by `hf auth login`)",
+    )
     p.add_argument("--endpoint", help=argparse.SUPPRESS)  # a hub mirror; HF_ENDPOINT works too
     add_common(p)
     p.set_defaults(func=run)
@@ -116,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
             progress=bar,
             cancel=cancel,
             endpoint=args.endpoint,
+            token=args.token or None,  # None: huggingface-hub's own (HF_TOKEN, then its token file)
             offline=True if args.offline else None,
         )
     except KeyboardInterrupt:

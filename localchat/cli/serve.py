@@ -57,10 +57,11 @@ def register(sub: Any) -> None:
 def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str | None, str, str]:
     """(target path, draft path, model id, pairing sentence) for a path or a catalog id; ValueError."""
     from localchat.catalog.drafters import load_catalog
-    from localchat.catalog.library import Library, default_models_dir, hf_cache_dir, pair_drafter
+    from localchat.catalog.library import pair_drafter
+    from localchat.cli.models import user_library
     from localchat.settings.drafter_kind import DrafterKind
 
-    library = Library([default_models_dir(), hf_cache_dir()])
+    library = user_library()  # the models folder setting and the other folders, as in the app
     catalog: Any = None
     try:
         catalog = load_catalog()

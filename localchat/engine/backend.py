@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import psutil
 
+from localchat.catalog import integrity
 from localchat.engine import devices
 from localchat.engine.errors import GenerationError, ModelLoadError
 from localchat.engine.placement import Placement
@@ -104,6 +105,11 @@ def check_gguf_file(path: Path) -> None:
         )
     if len(head) < 24:
         raise ModelLoadError(f"The model file {name} is truncated ({size} bytes); download it again.")
+    try:
+        # A downloaded model is hashed again only when its size or mtime changed since it was verified.
+        integrity.check_before_use(path)
+    except integrity.ModelChangedError as exc:
+        raise ModelLoadError(str(exc)) from None
 
 
 def _explain_load_failure(path: Path) -> str:

