@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, SignalInstance
 from PySide6.QtWidgets import QApplication
 
 from localchat.chat import ConversationStore, Recovery
@@ -26,6 +26,9 @@ from localchat.ui.main_window import MainWindow
 
 if TYPE_CHECKING:
     from localchat.catalog.library import Library
+    from localchat.engine.types import TokenEvent
+    from localchat.host.scheduler import EngineBroker
+    from localchat.server import ServerThread
     from localchat.services.download_service import DownloadService
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,7 @@ class AppParts:
     session: ChatSession
     recovery: Recovery | None = None  # the chat history on disk was unreadable and set aside
     downloads: DownloadService | None = None  # running downloads are cancelled when the app quits
+    server: ApiServerSwitch | None = None  # the local API (Settings → Server), stopped when the app quits
 
 
 @runtime_checkable
@@ -166,6 +170,91 @@ class ModelsWiring(QObject):
         self._window.load_model(target, str(draft) if draft else None)
 
 
+@runtime_checkable
+class SharedEngine(Protocol):
+    """An engine client whose broker the API may share, and that says what the API's requests are
+    doing (services.EngineClient; the window's test fakes are not)."""
+
+    activity: SignalInstance  # (source, TokenEvent)
+    activity_ended: SignalInstance  # (source)
+
+    @property
+    def broker(self) -> EngineBroker: ...
+
+    def start(self) -> None: ...
+
+
+class ApiServerSwitch:
+    """Settings → Server: the local API on the window's own engine broker (one process, one model).
+
+    On when ``server_enabled`` is; rebound when the port or the API key changes. It binds
+    127.0.0.1 only. A port in use is a sentence in the window, and the switch stays off.
+    """
+
+    def __init__(self, window: MainWindow, settings: SettingsService, client: QObject) -> None:
+        self._window = window
+        self._settings = settings
+        self._client = client
+        self._thread: ServerThread | None = None
+        self._running: tuple[int, str] | None = None  # port and key it serves with
+        self.error = ""
+        settings.changed.connect(self._on_settings_changed)
+        if isinstance(client, SharedEngine):
+            client.activity.connect(self._on_client_activity)
+            client.activity_ended.connect(self._on_client_activity_ended)
+        self.apply()
+
+    @property
+    def url(self) -> str | None:
+        return self._thread.url if self._thread is not None else None
+
+    def apply(self) -> None:
+        want = self._settings.server_enabled and isinstance(self._client, SharedEngine)
+        wanted = (self._settings.server_port, self._settings.server_api_key)
+        if self._thread is not None and (not want or wanted != self._running):
+            self.stop()
+        if want and self._thread is None:
+            self._start(*wanted)
+
+    def _start(self, port: int, key: str) -> None:
+        from localchat.server import BindError, ServerSettings, ServerThread, bind_socket, create_app
+
+        assert isinstance(self._client, SharedEngine)
+        try:
+            sock = bind_socket("127.0.0.1", port)
+        except BindError as exc:
+            log.warning("api server: %s", exc)
+            self.error = (f"The API server could not start on port {port}: another program may be using "
+                          "it. Choose another port in Settings → Server.")
+            self._window.show_notice(self.error)
+            self._window.status.set_server(None)
+            return
+        self._client.start()
+        app = create_app(self._client.broker, ServerSettings(api_key=key or None))
+        thread = ServerThread(app, sock)
+        thread.start()
+        self._thread, self._running, self.error = thread, (port, key), ""
+        log.info("api server on %s", thread.url)
+        self._window.status.set_server(thread.url)
+
+    def stop(self) -> None:
+        thread, self._thread, self._running = self._thread, None, None
+        if thread is not None:
+            thread.stop()
+            log.info("api server stopped")
+        self._window.status.set_server(None)
+
+    def _on_settings_changed(self, name: str, _value: object) -> None:
+        if name.startswith("server_"):
+            self.apply()
+
+    def _on_client_activity(self, _source: str, event: TokenEvent) -> None:
+        self._window.status.show_api_progress(event)
+
+    def _on_client_activity_ended(self, _source: str) -> None:
+        self._window.status.api_finished()
+
+
 def _make_engine_client() -> QObject:
     from localchat.services import EngineClient  # the services layer owns the child process
 
@@ -214,6 +303,7 @@ def build_main_window(
     from localchat.services.hub_token_service import HubTokenService
 
     window.hub_token = HubTokenService(parent=window)
+    server = ApiServerSwitch(window, settings, client)
     if settings.load_messages:
         window.show_notice(" ".join(settings.load_messages))
     last = settings.last_model_path
@@ -225,7 +315,7 @@ def build_main_window(
     if recovery is not None:
         window.show_history_recovered(recovery.headline, recovery.details)
     messages = list(settings.load_messages)
-    return AppParts(window, client, store, settings, messages, session, recovery, downloads)
+    return AppParts(window, client, store, settings, messages, session, recovery, downloads, server)
 
 
 def setup_logging(log_dir: Path | None = None) -> Path:
@@ -259,6 +349,8 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     code = app.exec()
     if parts.downloads is not None:
         parts.downloads.cancel_all()  # the .part files are closed and resume next time
+    if parts.server is not None:
+        parts.server.stop()
     if isinstance(parts.engine, ShutsDown):
         parts.engine.shutdown()
     parts.store.close()

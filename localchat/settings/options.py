@@ -56,6 +56,7 @@ class Option:
     path_kind: PathKind = ""
     # Spellings earlier versions stored, read as today's value (old -> new), so their files still load.
     legacy_values: tuple[tuple[str, str], ...] = ()
+    secret: bool = False  # the dialog masks it (an API key)
 
     @property
     def choice_values(self) -> tuple[str, ...]:
@@ -116,6 +117,7 @@ SPECULATION = "Speculation"
 SAMPLING = "Sampling"
 ENGINE = "Engine"
 WORKERS = "Workers"
+SERVER = "Server"
 APPEARANCE = "Appearance"
 STATE = "State"
 
@@ -302,6 +304,39 @@ OPTIONS: tuple[Option, ...] = (
         "The connection is not encrypted or authenticated: use only on a network you trust.",
         WORKERS,
         needs_restart=True,
+    ),
+    # Server
+    Option(
+        "server_enabled",
+        bool,
+        False,
+        "Serve the loaded model to other apps (OpenAI-compatible API)",
+        "IDE assistants and agents (Continue, Cline, aider, Open WebUI) use the model loaded here "
+        "through http://127.0.0.1:PORT/v1, with speculation. They share this window's engine and "
+        "model (no second copy in memory); their requests and your replies take turns. Only programs "
+        "on this computer can reach it.",
+        SERVER,
+    ),
+    Option(
+        "server_port",
+        int,
+        11435,
+        "Port",
+        "The TCP port of the API (11435 by default, next to Ollama's 11434; LM Studio uses 1234, "
+        "Jan 1337, llama-server 8080).",
+        SERVER,
+        minimum=1024,
+        maximum=65535,
+    ),
+    Option(
+        "server_api_key",
+        str,
+        "",
+        "API key",
+        "If set, clients must send it (Authorization: Bearer KEY, the \"API key\" field of most "
+        "clients). Leave empty to accept every program on this computer.",
+        SERVER,
+        secret=True,
     ),
     # Appearance
     Option(

@@ -127,6 +127,18 @@ class OptionReader:
 
     # Appearance
     @property
+    def server_enabled(self) -> bool:
+        return self.get_bool("server_enabled")
+
+    @property
+    def server_port(self) -> int:
+        return self.get_int("server_port")
+
+    @property
+    def server_api_key(self) -> str:
+        return self.get_str("server_api_key")
+
+    @property
     def colour_accepted_tokens(self) -> bool:
         return self.get_bool("colour_accepted_tokens")
 

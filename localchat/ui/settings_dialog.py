@@ -236,6 +236,8 @@ def make_editor(option: Option, parent: QWidget) -> tuple[QWidget, Getter, Sette
         field = PathField(option.path_kind, parent)
         return field, field.edit.text, lambda v: field.edit.setText(str(v))
     edit = QLineEdit(parent)
+    if option.secret:
+        edit.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
     return edit, edit.text, lambda v: edit.setText(str(v))
 
 

@@ -43,6 +43,8 @@ class SpeculationStatusBar(QStatusBar):
         self._generating = False
         self._refreshes = 0
         self._memory: int | None = None
+        self._server_url: str | None = None
+        self._api_busy = False  # an API request is generating (the figures are its own)
 
         self.target_label = self._label("target", "The model that writes the reply")
         self.target_label.setMaximumWidth(260)
@@ -61,6 +63,8 @@ class SpeculationStatusBar(QStatusBar):
         self.context_label = self._label("context", "Tokens in the context window / its size")
         self.memory_label = self._label("memory", "Memory used by the engine process")
         self.last_reply_label = self._label("last_reply", "Speed of the last finished reply")
+        self.server_label = self._label("server", "The local API for other apps (Settings → Server)")
+        self.server_label.hide()
 
         self.addWidget(self.target_label)
         self.addWidget(self.speculation_button)
@@ -71,6 +75,7 @@ class SpeculationStatusBar(QStatusBar):
         self.addPermanentWidget(self.context_label)
         self.addPermanentWidget(self.memory_label)
         self.addPermanentWidget(self.last_reply_label)
+        self.addPermanentWidget(self.server_label)
 
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
@@ -118,6 +123,8 @@ class SpeculationStatusBar(QStatusBar):
 
     def generation_started(self) -> None:
         self._generating = True
+        self._api_busy = False
+        self._refresh_server()
         self._stats = None
         self.timer.start()
         self._refresh()
@@ -142,6 +149,42 @@ class SpeculationStatusBar(QStatusBar):
         self.timer.stop()
         self._memory = None
         self._refresh()
+
+    def set_server(self, url: str | None) -> None:
+        """The local API is on at ``url`` (None: off)."""
+        self._server_url = url
+        self.server_label.setVisible(url is not None)
+        self._refresh_server()
+
+    def show_api_progress(self, event: TokenEvent) -> None:
+        """An API request is generating: the bar shows its figures, and says whose they are."""
+        if self._generating:
+            return  # the window's own reply has the bar; the API's waits its turn
+        if not self._api_busy:
+            self._api_busy = True
+            self.timer.start()
+            self._refresh_server()
+        self._stats = event.stats
+        self._speculation = event.speculation
+
+    def api_finished(self) -> None:
+        if not self._api_busy:
+            return
+        self._api_busy = False
+        if not self._generating:
+            self.timer.stop()
+        self._refresh_server()
+        self._refresh()
+
+    def _refresh_server(self) -> None:
+        if self._server_url is None:
+            return
+        port = self._server_url.rsplit(":", 1)[-1]
+        self.server_label.setText(f"API request · :{port}" if self._api_busy else f"API on :{port}")
+        self.server_label.setToolTip(
+            f"The local API answers at {self._server_url}/v1 (Settings → Server)."
+            + (" The figures shown are an API request's." if self._api_busy else "")
+        )
 
     # -- drawing ----------------------------------------------------------------------
 
