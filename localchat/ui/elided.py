@@ -34,7 +34,10 @@ class ElidedLabel(QLabel):
 
     def shown_text(self) -> str:
         width = self.contentsRect().width()
-        return self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, width)
+        metrics = self.fontMetrics()
+        if metrics.horizontalAdvance(self.text()) <= width:
+            return self.text()  # elidedText's own rounding would cut a text that just fits
+        return metrics.elidedText(self.text(), Qt.TextElideMode.ElideRight, width)
 
     def setText(self, text: str) -> None:
         super().setText(text)
@@ -71,7 +74,8 @@ class ElidedLabel(QLabel):
 class ElidedToolButton(QToolButton):
     """A text button that shows ``full_text`` when it fits, else ``short_text``, elided if need be.
 
-    It asks for the full text's width up to ``max_width`` and accepts a few characters.
+    It asks for the full text's width when that fits in ``max_width``, else the short text's
+    (what it will show), and accepts a few characters.
     """
 
     def __init__(self, parent: QWidget | None = None, max_width: int = 340) -> None:
@@ -99,7 +103,10 @@ class ElidedToolButton(QToolButton):
 
     def sizeHint(self) -> QSize:
         hint = super().sizeHint()
-        width = self.fontMetrics().horizontalAdvance(self._full) + self._padding()
+        metrics = self.fontMetrics()
+        width = metrics.horizontalAdvance(self._full) + self._padding()
+        if width > self._max_width:
+            width = metrics.horizontalAdvance(self._short) + self._padding()
         return QSize(min(width, self._max_width), hint.height())
 
     def minimumSizeHint(self) -> QSize:
@@ -115,6 +122,8 @@ class ElidedToolButton(QToolButton):
         metrics = self.fontMetrics()
         if metrics.horizontalAdvance(self._full) <= room:
             shown = self._full
+        elif metrics.horizontalAdvance(self._short) <= room:
+            shown = self._short  # elidedText's own rounding would cut a text that just fits
         else:
             shown = metrics.elidedText(self._short, Qt.TextElideMode.ElideRight, room)
         if shown != self.text():

@@ -303,7 +303,7 @@ class MainWindow(QMainWindow):
         result = end.result
         footer = "Interrupted." if result is None and end.sentence else ""
         if result is not None:
-            footer = formatting.reply_summary(result.stats)
+            footer = formatting.reply_footer(result.stats)
             if result.finish_reason is FinishReason.CANCELLED:
                 footer = "Stopped. " + footer
             elif result.finish_reason is FinishReason.LENGTH:
@@ -486,7 +486,7 @@ class MainWindow(QMainWindow):
 
 
 def _display(message: ShownMessage) -> DisplayMessage:
-    footer = formatting.reply_summary(message.stats) if message.stats is not None else ""
+    footer = formatting.reply_footer(message.stats) if message.stats is not None else ""
     if message.finish_reason is FinishReason.CANCELLED:
         footer = "Stopped. " + footer
     elif message.role == "assistant" and not message.complete and message.stats is None:

@@ -32,7 +32,6 @@ REFRESH_MS = 200
 MEMORY_EVERY = 5  # refreshes between memory probes (once a second)
 SPECULATION_WIDTH = 340  # pixels; longer texts are shortened and shown whole in the tooltip
 TARGET_WIDTH = 300
-NAME_ROOM = 250  # what the model's name and the toggle keep before the figures are hidden
 FLASH_MS = 2000
 TOGGLE_TIP = "Click to turn speculative decoding on or off for the next reply"
 # Hidden in this order when the bar is narrower than what its labels ask for.
@@ -247,10 +246,9 @@ class SpeculationStatusBar(QStatusBar):
         """Hide the least needed labels while what the bar's widgets ask for exceeds its width."""
         wanted = [self.target_label, self.speculation_button, self.flash_label, *self._hideable.values()]
         spacing = 12  # the layout's gaps and the size grip, roughly
+        # What the layout will give each: its size hint, within its maximum. Hiding until these fit
+        # keeps the figures whole; only the name and the toggle elide, and only in a very narrow window.
         asked = {w: min(w.sizeHint().width(), w.maximumWidth()) + spacing for w in wanted}
-        # The name and the toggle elide before the figures are hidden; they keep this much.
-        asked[self.target_label] = min(asked[self.target_label], NAME_ROOM)
-        asked[self.speculation_button] = min(asked[self.speculation_button], NAME_ROOM)
         total = sum(asked[w] for w in wanted if w is not self.flash_label or self.flash_label.text())
         room = self.width() - 24
         hidden: set[str] = set()
