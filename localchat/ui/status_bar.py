@@ -35,7 +35,7 @@ TARGET_WIDTH = 300
 FLASH_MS = 2000
 TOGGLE_TIP = "Click to turn speculative decoding on or off for the next reply"
 # Hidden in this order when the bar is narrower than what its labels ask for.
-HIDE_FIRST = ("last_reply", "memory", "backend", "context", "rate", "acceptance_rate", "acceptance_length")
+HIDE_FIRST = ("last_reply", "memory", "backend", "context", "acceptance_rate", "acceptance_length", "rate")
 
 
 class SpeculationStatusBar(QStatusBar):
