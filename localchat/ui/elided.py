@@ -98,7 +98,7 @@ class ElidedToolButton(QToolButton):
         self._fit()
 
     def _padding(self) -> int:
-        # What QToolButton adds around its text, measured once on an empty label.
+        # What the style puts around a tool button's text (its margins, and the frame of auto-raise).
         return self.style().pixelMetric(QStyle.PixelMetric.PM_ButtonMargin, None, self) * 2 + 8
 
     def sizeHint(self) -> QSize:
