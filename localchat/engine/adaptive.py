@@ -64,6 +64,11 @@ class DraftPolicy(Protocol):
     @property
     def reason(self) -> str: ...
 
+    @property
+    def paused_speedup(self) -> float | None:
+        """While paused: the measured speed against plain decoding that paused it."""
+        ...
+
 
 class FixedPolicy:
     def __init__(self, n: int) -> None:
@@ -88,6 +93,10 @@ class FixedPolicy:
     @property
     def reason(self) -> str:
         return ""
+
+    @property
+    def paused_speedup(self) -> float | None:
+        return None
 
 
 def _ewma(old: float | None, new: float, alpha: float) -> float:
@@ -357,6 +366,7 @@ class AdaptivePolicy:
     _paused_left: int = 0
     _backoff: int = 1
     _reason: str = ""
+    _pause_gain: float | None = None
     _next_plain: bool = True  # a plain step measures plain speed (first step, if not yet measured)
     _conversation: int = 0
     # This conversation's calibration, starting from the pair's: a drafter can be
@@ -401,6 +411,30 @@ class AdaptivePolicy:
         return self._reason if self._paused_left > 0 else ""
 
     @property
+    def paused_speedup(self) -> float | None:
+        return self._pause_gain if self._paused_left > 0 else None
+
+    def resume(self) -> None:
+        """The user turned speculation back on: end a pause now and measure afresh.
+
+        Without this a chat paused before the user switched speculation off and on again stayed
+        paused for the rest of its retry wait, and turning it on changed nothing the user could see.
+        """
+        if self._paused_left > 0:
+            self._paused_left = 0
+            self._backoff = 1
+            self._reason = ""
+            self._pause_gain = None
+        self._fresh_window()
+
+    def _fresh_window(self) -> None:
+        self._spec_steps = 0
+        self._spec_gain = None
+        self._rate = None
+        self._window.clear()
+        self._n = max(1, min(self._n, 3))
+
+    @property
     def speedup(self) -> float | None:
         """Measured speculative speed over plain speed, over the recent window."""
         return self._spec_gain
@@ -416,12 +450,7 @@ class AdaptivePolicy:
             if self._paused_left > 0:
                 self._paused_left -= 1
                 if self._paused_left == 0:
-                    # Probe again with fresh evidence.
-                    self._spec_steps = 0
-                    self._spec_gain = None
-                    self._rate = None
-                    self._window.clear()
-                    self._n = max(1, min(self._n, 3))
+                    self._fresh_window()  # probe again with fresh evidence
             return
         # The drafter was asked. Even a step where it drafted nothing (nothing was worth
         # its cost) paid for keeping it in step: that is part of speculation's speed.
@@ -445,6 +474,7 @@ class AdaptivePolicy:
             f"speculation paused: {gain:.2f}x at acceptance {acceptance:.2f}; retrying in {tokens} tokens"
         )
         self._paused_left = tokens
+        self._pause_gain = gain
         self._backoff = min(self._backoff * 2, 8)
 
     def _update(self, tokens: int, seconds: float) -> None:

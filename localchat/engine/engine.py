@@ -193,6 +193,8 @@ class Engine:
                 self._policies.pop(next(iter(self._policies)))
             policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident)
             self._policies[key] = policy
+        if spec.resume:
+            policy.resume()
         return policy
 
     # -- generation -------------------------------------------------------------------
@@ -304,6 +306,7 @@ class Engine:
             reason=policy.reason or state.reason,
             draft_tokens=policy.draft_length(),
             paused=policy.paused,
+            speedup=(policy.paused_speedup or 0.0) if policy.paused else 0.0,
         )
 
     def reset(self) -> None:

@@ -53,6 +53,8 @@ class SpeculationConfig:
     draft_tokens: int = DRAFT_TOKENS_DEFAULT  # starting (or fixed) draft length
     adaptive: bool = True  # adapt the draft length and pause speculation when it loses
     p_min: float = 0.5  # the draft model stops drafting when its top probability falls below this
+    # The user has just turned speculation back on: a conversation that paused it tries again now.
+    resume: bool = False
 
     def __post_init__(self) -> None:
         if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:
@@ -87,6 +89,7 @@ class SpeculationState:
     reason: str = ""  # why it is off or paused, in words
     draft_tokens: int = 0  # most tokens the next draft may hold
     paused: bool = False  # adaptive auto-off in force
+    speedup: float = 0.0  # when paused: the measured speed against plain decoding that paused it (0: unknown)
 
 
 @dataclass(frozen=True)

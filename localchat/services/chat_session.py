@@ -21,7 +21,7 @@ Signals (all on the GUI thread)::
     text_streamed(int, object, object)  conversation id, TokenEvent, its drafted runs (checked)
     reply_finished(object)            ReplyEnd: the text, the result (None if it failed), a sentence
     notice(str)                       a sentence for the user (an empty one clears it)
-    model_loading(str)                a load was asked for (the file's name)
+    model_loading(str)                a load was asked for (the model's name, from the catalog)
     model_loaded(object)              EngineInfo
     model_load_failed(str)            a sentence
     engine_stopped(str)               a sentence: the engine process ended; chats are kept
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from localchat.catalog.names import shipped_model_name
 from localchat.catalog.sizes import Fit, fits_in_memory, total_ram
 from localchat.chat import (
     ChatStoreError,
@@ -92,6 +93,7 @@ class ShownMessage:
     finish_reason: FinishReason | None
     drafted_runs: tuple[int, ...]
     complete: bool
+    model: str = ""  # the name of the model that wrote a reply ("" when not recorded)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class ChatSession(QObject):
         *,
         max_tokens: int = 1024,
         clock: Callable[[], float] = time.monotonic,
+        model_name: Callable[[str], str] = shipped_model_name,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -144,12 +147,15 @@ class ChatSession(QObject):
         self._settings = settings
         self._max_tokens = max_tokens
         self._clock = clock
+        self._model_name = model_name
         self._current: int | None = None
         self._reply: _Reply | None = None
         self._editing = False
         self._info: EngineInfo | None = None
         self._loading = False
         self._dead = False
+        # The user turned speculation on since the last reply: a chat that paused it tries again.
+        self._resume_speculation = False
         self._save_timer = QTimer(self)
         self._save_timer.setSingleShot(True)
         self._connect_signals()
@@ -164,6 +170,8 @@ class ChatSession(QObject):
         engine.generation_failed.connect(self._on_engine_generation_failed)
         engine.engine_died.connect(self._on_engine_engine_died)
         self._save_timer.timeout.connect(self._on_save_timer_timeout)
+        settings: Any = self._settings
+        settings.changed.connect(self._on_settings_changed)
 
     # -- state ------------------------------------------------------------------------
 
@@ -192,6 +200,17 @@ class ChatSession(QObject):
     @property
     def engine_info(self) -> EngineInfo | None:
         return self._info
+
+    @property
+    def target_name(self) -> str:
+        """The loaded target's name as the window shows it (catalog name and quantization)."""
+        return self._model_name(self._info.target.path) if self._info is not None else ""
+
+    @property
+    def draft_name(self) -> str:
+        """The loaded draft model's name as the window shows it; "" when there is none."""
+        draft = self._info.draft if self._info is not None else None
+        return self._model_name(draft.path) if draft is not None else ""
 
     @property
     def engine_config(self) -> EngineConfig | None:
@@ -278,7 +297,7 @@ class ChatSession(QObject):
     def load_model(self, config: EngineConfig) -> None:
         """Ask the engine to load a model; model_loaded or model_load_failed answers."""
         self._loading = True
-        emit(self.model_loading, Path(config.target_path).name)
+        emit(self.model_loading, self._model_name(config.target_path))
         self._engine.load(config)
 
     def send(self, text: str) -> bool:
@@ -351,7 +370,9 @@ class ChatSession(QObject):
             speculation_enabled=self._settings.speculation,
             max_tokens=self._max_tokens,
             session=str(cid),  # adaptive speculation learns per conversation
+            resume_speculation=self._resume_speculation,
         )
+        self._resume_speculation = False
         self._reply = _Reply(cid)
         emit(self.reply_started, cid)
         if self._dead or (self._info is None and not self._loading):
@@ -377,7 +398,11 @@ class ChatSession(QObject):
         reply.saved_at = self._clock()
         try:
             if reply.message_id is None:
-                row = self._store.add_message(reply.conversation_id, "assistant", reply.text, complete=False)
+                # The model's name goes with the first text, so a reply cut short by a crash keeps it.
+                model = {"model": self.target_name} if self.target_name else None
+                row = self._store.add_message(
+                    reply.conversation_id, "assistant", reply.text, stats=model, complete=False
+                )
                 reply.message_id = row.id
             else:
                 self._store.update_message(reply.message_id, content=reply.text)
@@ -405,6 +430,8 @@ class ChatSession(QObject):
 
     def _save_final(self, reply: _Reply, result: GenerationResult | None) -> str:
         stats = stats_json(result, reply.drafted, len(reply.text)) if result is not None else None
+        if stats is not None and self.target_name:
+            stats["model"] = self.target_name
         complete = result is not None and result.finish_reason is not FinishReason.CANCELLED
         try:
             if reply.message_id is not None:
@@ -459,6 +486,10 @@ class ChatSession(QObject):
             self._save_partial()
         elif not self._save_timer.isActive():
             self._save_timer.start(max(1, int(wait * 1000)))
+
+    def _on_settings_changed(self, name: str, value: object) -> None:
+        if name == "speculation":
+            self._resume_speculation = bool(value)
 
     def _on_save_timer_timeout(self) -> None:
         self._save_partial()
@@ -529,11 +560,11 @@ def _shown(message: Message) -> ShownMessage:
     stored = message.stats or {}
     known = {f.name for f in dataclasses.fields(GenerationStats)}
     stats: GenerationStats | None = None
-    if stored:
+    values: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in stored.items() if k in known
+    }
+    if values:  # a reply still being written has only its model's name
         try:
-            values: dict[str, Any] = {
-                k: tuple(v) if isinstance(v, list) else v for k, v in stored.items() if k in known
-            }
             stats = GenerationStats(**values)
         except (TypeError, ValueError):
             stats = None
@@ -542,7 +573,11 @@ def _shown(message: Message) -> ShownMessage:
     except ValueError:
         reason = None
     runs = valid_runs(stored.get("drafted_runs"))
-    return ShownMessage(message.role, message.content, stats, reason, runs, message.complete)
+    model = stored.get("model")
+    return ShownMessage(
+        message.role, message.content, stats, reason, runs, message.complete,
+        model if isinstance(model, str) else "",
+    )
 
 
 def _title_from(text: str) -> str:

@@ -23,6 +23,7 @@ def build_request(
     speculation_enabled: bool = True,
     max_tokens: int = 1024,
     session: str = "",
+    resume_speculation: bool = False,
 ) -> GenerationRequest:
     messages = list(history)
     if system_prompt.strip():
@@ -42,6 +43,7 @@ def build_request(
             drafter=settings.drafter,
             draft_tokens=settings.draft_tokens,
             adaptive=settings.adaptive,
+            resume=resume_speculation and speculation_enabled,
         ),
         session=session,
     )

@@ -356,6 +356,14 @@ OPTIONS: tuple[Option, ...] = (
         APPEARANCE,
         choices=(("system", "Follow the system"), ("light", "Light"), ("dark", "Dark")),
     ),
+    Option(
+        "remember_window",
+        bool,
+        True,
+        "Remember the window's size and position",
+        "Open the window where and as large as it was when the app was last closed.",
+        APPEARANCE,
+    ),
     # Remembered by the app, not shown in the dialog
     Option(
         "last_model_path",

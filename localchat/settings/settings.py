@@ -146,6 +146,10 @@ class OptionReader:
     def theme(self) -> str:
         return self.get_str("theme")
 
+    @property
+    def remember_window(self) -> bool:
+        return self.get_bool("remember_window")
+
     # State
     @property
     def last_model_path(self) -> str:

@@ -76,7 +76,8 @@ class _Chart(QWidget):
         return QRectF(0, y + 8, self.width(), self.height() - y - 8)
 
     def _y_axis(
-        self, p: QPainter, fm: QFontMetrics, plot: QRectF, top: float, step: float, label: str = ""
+        self, p: QPainter, fm: QFontMetrics, plot: QRectF, top: float, step: float, label: str = "",
+        percent: bool = False,
     ) -> None:
         grid = QColor(self.palette().text().color())
         grid.setAlpha(40)
@@ -87,7 +88,7 @@ class _Chart(QWidget):
             p.setPen(QPen(grid, 1))
             p.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
             p.setPen(text)
-            s = _fmt(v) if step >= 1 else f"{v:.1f}"
+            s = f"{v * 100:.0f}%" if percent else _fmt(v) if step >= 1 else f"{v:.1f}"
             p.drawText(
                 QRectF(0, y - fm.height() / 2, plot.left() - 6, fm.height()),
                 int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter),
@@ -214,11 +215,11 @@ class LineChart(_Chart):
             self._empty(p, area, "No draft tokens were verified yet.")
             p.end()
             return
-        left = fm.horizontalAdvance("0.0") + fm.height() + 12
+        left = fm.horizontalAdvance("100%") + fm.height() + 12
         plot = QRectF(
             area.left() + left, area.top() + 4, area.width() - left - 14, area.height() - 2 * fm.height() - 14
         )
-        self._y_axis(p, fm, plot, 1.0, 0.2, "rate")
+        self._y_axis(p, fm, plot, 1.0, 0.2, "acceptance rate", percent=True)
         text = self.palette().text().color()
         slot = plot.width() / positions
         p.setPen(text)

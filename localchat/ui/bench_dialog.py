@@ -65,6 +65,7 @@ from localchat.engine.stats import combine
 from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
 from localchat.settings import folders
 from localchat.settings.options import DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
+from localchat.ui import formatting
 from localchat.ui.bench_chart import GroupedBarChart, LineChart
 
 log = logging.getLogger(__name__)
@@ -76,8 +77,8 @@ COLUMNS = (
     "Tokens",
     "Tok/s",
     "Speed-up",
-    "Acc. length",
-    "Acc. rate",
+    formatting.ACCEPTANCE_LENGTH,
+    formatting.ACCEPTANCE_RATE,
     "Same text",
 )
 COLUMN_TIPS = (
@@ -87,9 +88,9 @@ COLUMN_TIPS = (
     "adaptive: draft length and drafter follow acceptance",
     "Tokens generated",
     "Generated tokens per second (prompt processing excluded)",
-    "Tokens per second divided by the same prompt's with speculation off",
-    "Tokens emitted per target pass (1.0: speculation gained nothing)",
-    "Accepted draft tokens / drafted tokens",
+    formatting.SPEED_UP_TIP,
+    formatting.ACCEPTANCE_LENGTH_TIP,
+    formatting.ACCEPTANCE_RATE_TIP,
     "Whether the reply is token for token the same as with speculation off",
 )
 
@@ -523,8 +524,8 @@ class BenchmarkDialog(QDialog):
                 (str(r.tokens), True),
                 (f"{r.tokens_per_s:.1f}", True),
                 ("—" if row.speedup is None else f"{row.speedup:.2f}×", True),
-                (f"{r.acceptance_length:.2f}" if spec and r.stats.drafted else "—", True),
-                (f"{r.acceptance_rate:.2f}" if spec and r.stats.drafted else "—", True),
+                (formatting.format_length(r.acceptance_length) if spec and r.stats.drafted else "—", True),
+                (formatting.format_share(r.acceptance_rate) if spec and r.stats.drafted else "—", True),
                 (same_text(r), False),
             ]
             for col, (text, numeric) in enumerate(cells):

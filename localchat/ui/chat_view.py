@@ -31,6 +31,7 @@ class DisplayMessage:
     content: str
     footer: str = ""  # e.g. the reply's speed, or why it stopped
     drafted: tuple[int, ...] = ()  # which characters came from accepted drafts (engine.textruns)
+    label: str = ""  # who wrote a reply: the model's name ("" shows "Assistant")
 
 
 def palette_colors(palette: QPalette) -> Colors:
@@ -120,7 +121,7 @@ class ChatView(QTextBrowser):
         self.redraw()
         self._scroll_to_end()
 
-    def begin_reply(self, label: str = "Assistant") -> None:
+    def begin_reply(self, label: str = "") -> None:
         self._streaming = ""
         self._streaming_runs = ()
         self._streaming_label = label
@@ -153,7 +154,7 @@ class ChatView(QTextBrowser):
         self._streaming_runs = ()
         self._redraw_timer.stop()
         if text or footer:
-            self._messages.append(DisplayMessage("assistant", text, footer, runs))
+            self._messages.append(DisplayMessage("assistant", text, footer, runs, self._streaming_label))
         self.redraw()
         self._scroll_to_end()
         return text
@@ -175,7 +176,7 @@ class ChatView(QTextBrowser):
         c = self._colors
         if message.role == "notice":
             return f'<p style="color:{c.muted};"><i>{html.escape(message.content)}</i></p>'
-        who = "You" if message.role == "user" else (label or "Assistant")
+        who = "You" if message.role == "user" else (label or message.label or "Assistant")
         content = message.content
         if self._colour_drafted and message.role == "assistant" and any(message.drafted[1::2]):
             content = mark_drafted(content, flags_from_runs(message.drafted))
@@ -185,7 +186,7 @@ class ChatView(QTextBrowser):
             if message.footer
             else ""
         )
-        head = f'<p style="margin-top:14px; margin-bottom:2px;"><b>{who}</b></p>'
+        head = f'<p style="margin-top:14px; margin-bottom:2px;"><b>{html.escape(who)}</b></p>'
         if message.role == "user":
             return (
                 f'{head}<table width="100%" cellpadding="8" cellspacing="0" '

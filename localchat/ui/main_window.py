@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, Qt, QUrl, Signal
+from PySide6.QtCore import QByteArray, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from localchat.services.settings_service import SettingsService
 
 log = logging.getLogger(__name__)
+
+DEFAULT_SIZE = QSize(1180, 760)
 
 STARTER_DESCRIPTION = (
     "Qwen2.5-Coder 1.5B Instruct with its 0.5B drafter: about 1.6 GB, runs on most computers."
@@ -129,10 +131,10 @@ class MainWindow(QMainWindow):
         self.chat_view.set_colour_drafted(self._settings.colour_accepted_tokens)
         apply_theme(self._settings.theme)
         self._connect_signals()
-        self._restore_geometry()
+        self.resize(DEFAULT_SIZE)
+        self._restore_geometry()  # after the default size, which would undo it
         self._refresh_conversations()
         self._update_buttons()
-        self.resize(1180, 760)
 
     # -- construction -----------------------------------------------------------------
 
@@ -302,7 +304,7 @@ class MainWindow(QMainWindow):
         result = end.result
         footer = "Interrupted." if result is None and end.sentence else ""
         if result is not None:
-            footer = formatting.reply_summary(result.stats)
+            footer = formatting.reply_footer(result.stats)
             if result.finish_reason is FinishReason.CANCELLED:
                 footer = "Stopped. " + footer
             elif result.finish_reason is FinishReason.LENGTH:
@@ -314,7 +316,10 @@ class MainWindow(QMainWindow):
             if self.session.current_id is not None:
                 self._show_conversation(self.session.current_id)
         self.status.generation_finished(result)
-        self._show_notice(end.sentence)
+        notices = [end.sentence]
+        if result is not None and result.speculation.paused and self.status.speculation_enabled:
+            notices.append(formatting.paused_sentence(result.speculation.speedup))
+        self._show_notice(" ".join(n for n in notices if n))
         self._update_buttons()
 
     def _on_session_notice(self, sentence: str) -> None:
@@ -326,7 +331,7 @@ class MainWindow(QMainWindow):
         self._show_notice("")
 
     def _on_session_model_loaded(self, info: EngineInfo) -> None:
-        self.status.show_engine_info(info)
+        self.status.show_engine_info(info, self.session.target_name, self.session.draft_name)
         self.show_welcome(False)
         self._update_buttons()
 
@@ -392,7 +397,7 @@ class MainWindow(QMainWindow):
         self.session.set_system_prompt(self.system_prompt.text())
 
     def _on_chat_view_code_copied(self, _code: str) -> None:
-        self.status.showMessage("Code copied", 2000)
+        self.status.flash("Code copied")
 
     def _on_status_speculation_toggled(self, enabled: bool) -> None:
         self._settings.set("speculation", enabled)
@@ -435,8 +440,7 @@ class MainWindow(QMainWindow):
     # -- helpers ----------------------------------------------------------------------
 
     def _model_label(self) -> str:
-        info = self.session.engine_info
-        return info.target.name if info else "Assistant"
+        return self.session.target_name or "Assistant"
 
     def show_notice(self, text: str) -> None:
         """One sentence under the chat (an error, or what just happened); empty hides it."""
@@ -468,22 +472,25 @@ class MainWindow(QMainWindow):
 
     def _restore_geometry(self) -> None:
         geometry = self._settings.window_geometry
-        if geometry:
-            self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
+        if not geometry or not self._settings.remember_window:
+            return
+        if not self.restoreGeometry(QByteArray.fromBase64(geometry.encode())):
+            log.info("the remembered window geometry is not usable; the default size is used")
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.stop()
-        try:
-            self._settings.set("window_geometry", bytes(self.saveGeometry().toBase64().data()).decode())
-        except ValueError:
-            log.debug("could not remember the window geometry", exc_info=True)
+        if self._settings.remember_window:
+            try:
+                self._settings.set("window_geometry", bytes(self.saveGeometry().toBase64().data()).decode())
+            except ValueError:
+                log.debug("could not remember the window geometry", exc_info=True)
         super().closeEvent(event)
 
 
 def _display(message: ShownMessage) -> DisplayMessage:
-    footer = formatting.reply_summary(message.stats) if message.stats is not None else ""
+    footer = formatting.reply_footer(message.stats) if message.stats is not None else ""
     if message.finish_reason is FinishReason.CANCELLED:
         footer = "Stopped. " + footer
     elif message.role == "assistant" and not message.complete and message.stats is None:
         footer = "Interrupted."
-    return DisplayMessage(message.role, message.content, footer, message.drafted_runs)
+    return DisplayMessage(message.role, message.content, footer, message.drafted_runs, message.model)

@@ -3,6 +3,12 @@
 Token batches arrive up to ~30 times a second; the labels are redrawn from the
 newest batch by a 200 ms timer instead, so the bar refreshes five times a
 second while generating whatever the batch rate is, and never more.
+
+The bar never makes the window wider: its labels elide (ui.elided) and, when
+the window is narrow, the least needed ones are hidden (``HIDE_FIRST``), so
+the model's name and the toggle stay in view. A short-lived message ("Code
+copied") has its own label instead of QStatusBar's message, which would hide
+them.
 """
 
 from __future__ import annotations
@@ -10,19 +16,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QLabel, QStatusBar, QToolButton, QWidget
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import EngineInfo, GenerationResult, SpeculationState, TokenEvent
 from localchat.services.qt_signals import emit
 from localchat.ui import formatting
+from localchat.ui.elided import ElidedLabel, ElidedToolButton
 
 log = logging.getLogger(__name__)
 
 REFRESH_MS = 200
 MEMORY_EVERY = 5  # refreshes between memory probes (once a second)
-SPECULATION_WIDTH = 340  # pixels; longer reasons are elided and shown whole in the tooltip
+SPECULATION_WIDTH = 340  # pixels; longer texts are shortened and shown whole in the tooltip
+TARGET_WIDTH = 300
+FLASH_MS = 2000
+TOGGLE_TIP = "Click to turn speculative decoding on or off for the next reply"
+# Hidden in this order when the bar is narrower than what its labels ask for.
+HIDE_FIRST = ("last_reply", "memory", "backend", "context", "acceptance_rate", "acceptance_length", "rate")
 
 
 class SpeculationStatusBar(QStatusBar):
@@ -46,29 +59,44 @@ class SpeculationStatusBar(QStatusBar):
         self._server_url: str | None = None
         self._api_busy = False  # an API request is generating (the figures are its own)
 
+        self._target_name = ""
+        self._draft_name = ""
+        self._resuming = False  # turned back on by the user; the next reply tries again
         self.target_label = self._label("target", "The model that writes the reply")
-        self.target_label.setMaximumWidth(260)
-        self.speculation_button = QToolButton(self)
+        self.target_label.setMaximumWidth(TARGET_WIDTH)
+        self.speculation_button = ElidedToolButton(self, SPECULATION_WIDTH)
         self.speculation_button.setObjectName("speculation")
         self.speculation_button.setAutoRaise(True)
         self.speculation_button.setMaximumWidth(SPECULATION_WIDTH)
         self.speculation_text = ""
-        self.speculation_button.setToolTip("Click to turn speculative decoding on or off for the next reply")
+        self.speculation_button.setToolTip(TOGGLE_TIP)
         self.backend_label = self._label("backend", "Where the model runs")
+        self.flash_label = QLabel(self)
+        self.flash_label.setObjectName("flash")
+        self.flash_label.hide()
         self.rate_label = self._label("rate", "Tokens per second of the reply being written")
-        self.acceptance_length_label = self._label(
-            "acceptance_length", "Tokens per target pass (1.0 means drafting did not help)"
-        )
-        self.acceptance_rate_label = self._label("acceptance_rate", "Share of draft tokens the target kept")
+        self.acceptance_length_label = self._label("acceptance_length", formatting.ACCEPTANCE_LENGTH_TIP)
+        self.acceptance_rate_label = self._label("acceptance_rate", formatting.ACCEPTANCE_RATE_TIP)
         self.context_label = self._label("context", "Tokens in the context window / its size")
         self.memory_label = self._label("memory", "Memory used by the engine process")
         self.last_reply_label = self._label("last_reply", "Speed of the last finished reply")
         self.server_label = self._label("server", "The local API for other apps (Settings → Server)")
         self.server_label.hide()
+        self._hideable: dict[str, QWidget] = {
+            "last_reply": self.last_reply_label,
+            "memory": self.memory_label,
+            "backend": self.backend_label,
+            "context": self.context_label,
+            "rate": self.rate_label,
+            "acceptance_rate": self.acceptance_rate_label,
+            "acceptance_length": self.acceptance_length_label,
+        }
+        self.compact = False  # some labels are hidden for want of room
 
         self.addWidget(self.target_label)
         self.addWidget(self.speculation_button)
         self.addWidget(self.backend_label)
+        self.addWidget(self.flash_label)
         self.addPermanentWidget(self.rate_label)
         self.addPermanentWidget(self.acceptance_length_label)
         self.addPermanentWidget(self.acceptance_rate_label)
@@ -79,18 +107,20 @@ class SpeculationStatusBar(QStatusBar):
 
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
+        self.flash_timer = QTimer(self)
+        self.flash_timer.setSingleShot(True)
         self._connect_signals()
         self.show_no_model()
 
-    def _label(self, name: str, tip: str) -> QLabel:
-        label = QLabel(self)
+    def _label(self, name: str, tip: str) -> ElidedLabel:
+        label = ElidedLabel(self, tip)
         label.setObjectName(name)
-        label.setToolTip(tip)
         return label
 
     def _connect_signals(self) -> None:
         self.speculation_button.clicked.connect(self._on_speculation_button_clicked)
         self.timer.timeout.connect(self._on_timer_timeout)
+        self.flash_timer.timeout.connect(self._on_flash_timer_timeout)
 
     # -- what the window tells the bar ------------------------------------------------
 
@@ -99,8 +129,22 @@ class SpeculationStatusBar(QStatusBar):
         return self._speculation_enabled
 
     def set_speculation_enabled(self, enabled: bool) -> None:
+        if enabled and not self._speculation_enabled:
+            self._resuming = True
         self._speculation_enabled = enabled
         self._refresh_speculation()
+
+    def flash(self, text: str, timeout_ms: int = FLASH_MS) -> None:
+        """Say ``text`` for a moment next to the model's name and the toggle, hiding neither."""
+        self.flash_label.setText(text)
+        self.flash_label.setVisible(bool(text))
+        if text:
+            self.flash_timer.start(timeout_ms)
+        self._fit()
+
+    def showMessage(self, text: str, timeout: int = 0) -> None:  # type: ignore[override]
+        """QStatusBar's message would hide the model's name and the toggle: it is a flash here."""
+        self.flash(text, timeout or FLASH_MS)
 
     def show_no_model(self) -> None:
         self._info = None
@@ -112,11 +156,15 @@ class SpeculationStatusBar(QStatusBar):
     def show_loading(self, name: str) -> None:
         self.target_label.setText(f"Loading {name}…")
 
-    def show_engine_info(self, info: EngineInfo) -> None:
+    def show_engine_info(self, info: EngineInfo, target_name: str = "", draft_name: str = "") -> None:
+        """``target_name`` and ``draft_name`` are the catalog's names (services.ChatSession's)."""
         self._info = info
         self._speculation = info.speculation
-        self.target_label.setText(info.target.name)
-        self.target_label.setToolTip(info.target.path)
+        self._resuming = False
+        self._target_name = target_name or info.target.name
+        self._draft_name = draft_name
+        self.target_label.setText(self._target_name)
+        self.target_label.set_explanation(f"The model that writes the reply\n{info.target.path}")
         where = "" if info.placement == "local" else f" · target: {info.placement}"
         self.backend_label.setText(info.backend + where)
         self._refresh()
@@ -126,6 +174,7 @@ class SpeculationStatusBar(QStatusBar):
         self._api_busy = False
         self._refresh_server()
         self._stats = None
+        self._resuming = False
         self.timer.start()
         self._refresh()
 
@@ -181,10 +230,11 @@ class SpeculationStatusBar(QStatusBar):
             return
         port = self._server_url.rsplit(":", 1)[-1]
         self.server_label.setText(f"API request · :{port}" if self._api_busy else f"API on :{port}")
-        self.server_label.setToolTip(
+        self.server_label.set_explanation(
             f"The local API answers at {self._server_url}/v1 (Settings → Server)."
             + (" The figures shown are an API request's." if self._api_busy else "")
         )
+        self._fit()
 
     # -- drawing ----------------------------------------------------------------------
 
@@ -197,23 +247,30 @@ class SpeculationStatusBar(QStatusBar):
             log.debug("memory probe failed", exc_info=True)
             return None
 
+    def _drafter_name(self) -> str:
+        """The catalog's name for the draft model when the engine drafts with it."""
+        state, info = self._speculation, self._info
+        draft = info.draft if info is not None else None
+        if state is not None and draft is not None and state.drafter == draft.name:
+            return self._draft_name
+        return ""
+
     def _refresh_speculation(self) -> None:
-        # The reason can be long ("paused: 0.83x at acceptance 0.27; retrying in 128 tokens");
-        # the field is elided so the bar never pushes the window wider than the screen.
-        text = formatting.speculation_text(self._speculation, self._speculation_enabled)
-        metrics = self.speculation_button.fontMetrics()
-        shown = metrics.elidedText(text, Qt.TextElideMode.ElideRight, SPECULATION_WIDTH - 16)
-        self.speculation_button.setText(shown)
-        self.speculation_button.setToolTip(
-            f"{text}\nClick to turn speculative decoding on or off for the next reply"
-        )
+        args = (self._speculation, self._speculation_enabled, self._drafter_name(), self._resuming)
+        text = formatting.speculation_text(*args)
+        self.speculation_button.set_texts(text, formatting.speculation_short(*args))
+        self.speculation_button.setToolTip(f"{text}\n{TOGGLE_TIP}")
         self.speculation_text = text
 
     def _refresh(self) -> None:
         stats = self._stats or GenerationStats()
         self.rate_label.setText(formatting.format_rate(stats.tokens_per_s))
-        self.acceptance_length_label.setText(f"Accept. length {formatting.format_acceptance_length(stats)}")
-        self.acceptance_rate_label.setText(f"Accepted {formatting.format_acceptance_rate(stats)}")
+        self.acceptance_length_label.setText(
+            f"{formatting.ACCEPTANCE_LENGTH} {formatting.format_acceptance_length(stats)}"
+        )
+        self.acceptance_rate_label.setText(
+            f"{formatting.ACCEPTANCE_RATE} {formatting.format_acceptance_rate(stats)}"
+        )
         limit = self._info.n_ctx if self._info else 0
         used = stats.prompt_tokens + stats.cached_prompt_tokens + stats.generated_tokens
         self.context_label.setText(formatting.context_text(used, limit))
@@ -221,6 +278,39 @@ class SpeculationStatusBar(QStatusBar):
             f"Engine {formatting.format_bytes(self._memory)}" if self._memory else "Engine –"
         )
         self._refresh_speculation()
+        self._fit()
+
+    # -- room -------------------------------------------------------------------------
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        """Hide the least needed labels while what the bar's widgets ask for exceeds its width."""
+        wanted = [self.target_label, self.speculation_button, self.flash_label, *self._hideable.values()]
+        if self._server_url is not None:
+            wanted.append(self.server_label)
+        spacing = 12  # the layout's gaps and the size grip, roughly
+        # What the layout will give each: its size hint, within its maximum. Hiding until these fit
+        # keeps the figures whole; only the name and the toggle elide, and only in a very narrow window.
+        asked = {w: min(w.sizeHint().width(), w.maximumWidth()) + spacing for w in wanted}
+        total = sum(asked[w] for w in wanted if w is not self.flash_label or self.flash_label.text())
+        room = self.width() - 24
+        hidden: set[str] = set()
+        for name in HIDE_FIRST:
+            if total <= room:
+                break
+            hidden.add(name)
+            total -= asked[self._hideable[name]]
+        for name, widget in self._hideable.items():
+            widget.setVisible(name not in hidden)
+        self.compact = bool(hidden)
+
+    def _on_flash_timer_timeout(self) -> None:
+        self.flash_label.clear()
+        self.flash_label.hide()
+        self._fit()
 
     def _on_timer_timeout(self) -> None:
         self._refreshes += 1
@@ -230,6 +320,7 @@ class SpeculationStatusBar(QStatusBar):
 
     def _on_speculation_button_clicked(self) -> None:
         self._speculation_enabled = not self._speculation_enabled
+        self._resuming = self._speculation_enabled
         log.info("speculation %s for the next reply", "on" if self._speculation_enabled else "off")
         self._refresh_speculation()
         emit(self.speculation_toggled, self._speculation_enabled)

@@ -1,9 +1,26 @@
-"""First run with no models: the starter pair, the catalog, or a GGUF file already on disk."""
+"""First run with no models: the starter pair, the catalog, or a GGUF file already on disk.
+
+The column is centred by stretches, not by a layout alignment: a widget placed
+with an alignment gets its size hint's width and a height that ignores its
+wrapped labels' heightForWidth, which clipped the texts mid-line. The page
+scrolls when the window is too short for it.
+"""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+COLUMN_WIDTH = 520  # at most; narrower windows get a narrower column
 
 
 class WelcomePanel(QWidget):
@@ -16,17 +33,20 @@ class WelcomePanel(QWidget):
         self.setObjectName("welcome")
         title = QLabel("<h2>Welcome to localchat</h2>", self)
         title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        title.setWordWrap(True)
         intro = QLabel(
             "Chat with language models that run on this computer. A small drafter model "
             "proposes tokens and the main model checks them, so replies come faster.",
             self,
         )
+        intro.setObjectName("welcome_intro")
         intro.setWordWrap(True)
         intro.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.starter_button = QPushButton("Get the starter models", self)
         self.starter_button.setObjectName("starter")
         self.starter_button.setDefault(True)
         starter_note = QLabel(starter_description, self)
+        starter_note.setObjectName("starter_note")
         starter_note.setWordWrap(True)
         starter_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
         starter_note.setEnabled(False)
@@ -50,13 +70,28 @@ class WelcomePanel(QWidget):
         column.addWidget(self.catalog_button)
         column.addWidget(self.import_button)
         column.addWidget(self.message)
-        box = QWidget(self)
+        box = QWidget()
         box.setLayout(column)
-        box.setMaximumWidth(520)
+        box.setMaximumWidth(COLUMN_WIDTH)
+        box.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(box, 100)
+        row.addStretch(1)
+        page = QWidget()
+        page.setObjectName("welcome_page")
+        middle = QVBoxLayout(page)
+        middle.addStretch(1)
+        middle.addLayout(row)
+        middle.addStretch(2)
+        self.scroll_area = QScrollArea(self)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll_area.setWidget(page)
         outer = QVBoxLayout(self)
-        outer.addStretch(1)
-        outer.addWidget(box, 0, Qt.AlignmentFlag.AlignHCenter)
-        outer.addStretch(2)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.scroll_area)
         self._connect_signals()
 
     def _connect_signals(self) -> None:

@@ -351,3 +351,26 @@ def test_one_slow_pass_at_another_size_does_not_tilt_plain_speed() -> None:
         cost.observe_verify(2, 0.057)
     cost.observe_verify(3, 0.200)  # one slow pass (a busy moment)
     assert cost.t_verify(1) == pytest.approx(0.039)
+
+
+def test_the_user_turning_speculation_back_on_ends_a_pause_at_once() -> None:
+    """A chat that paused speculation stayed paused for its whole retry wait after the user
+    turned speculation off and on again; ``resume`` probes at once, from fresh measurements."""
+    cost = CostModel()
+    p = AdaptivePolicy(cost, source="draft", retry_tokens=128)
+    run_until_paused(p, Pair(hopeless))
+    assert p.paused and p.paused_speedup is not None and p.paused_speedup < 0.97
+    p.resume()
+    assert not p.paused and p.reason == "" and p.paused_speedup is None
+    assert p.draft_length() > 0 or p.stop_rule() is not None
+    # It still judges for itself: losing again pauses again, for the first wait, not a doubled one.
+    run_until_paused(p, Pair(hopeless))
+    assert "retrying in 128 tokens" in p.reason
+    # A conversation that would start paused (two losses where sure drafts lose) starts drafting.
+    bound = CostModel()
+    run_until_paused(AdaptivePolicy(bound, source="draft"), COMPUTE_BOUND)
+    run_until_paused(AdaptivePolicy(bound, source="draft"), COMPUTE_BOUND)
+    fresh = AdaptivePolicy(bound, source="draft")
+    assert fresh.paused
+    fresh.resume()
+    assert not fresh.paused

@@ -88,3 +88,26 @@ def test_auto_off_pauses_where_speculation_loses_probes_recovers_and_the_toggle_
         off_lengths, off_events = run(eng, prompt, max_tokens=24, spec=SpeculationConfig(enabled=False))
         assert set(off_lengths) == {0}
         assert all(not e.speculation.active and "turned off" in e.speculation.reason for e in off_events)
+
+
+def test_turning_speculation_back_on_resumes_a_paused_chat(
+    smollm2_f16_path: Path, smollm2_path: Path
+) -> None:
+    """A chat paused by the adaptive policy, then speculation off and on again by the user: the next
+    reply is not paused (before, it stayed paused for the rest of its retry wait)."""
+    # The F16 target with its Q4_1 copy as drafter: a drafter cheaper than its target, as in use.
+    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=512)
+    with Engine(cfg) as eng:
+        run(eng, "Name three colours.", max_tokens=8)
+        policy = next(p for (session, _), p in eng._policies.items() if session == "s")
+        policy._pause(0.62, 0.4)  # what a losing stretch of this chat leaves behind
+        _, still = run(eng, "And three more.", max_tokens=6)
+        assert still[0].speculation.paused and still[0].speculation.speedup == pytest.approx(0.62)
+        _, off = run(eng, "And three more.", max_tokens=6, spec=SpeculationConfig(enabled=False))
+        assert not off[0].speculation.active
+        back_on = SpeculationConfig(drafter=DrafterKind.AUTO, draft_tokens=4, adaptive=True, resume=True)
+        _, resumed = run(eng, "And three more.", max_tokens=6, spec=back_on)
+        # Whether a given step drafts is the stop rule's call on this machine's timings; what the
+        # user turned on is that the chat is no longer paused.
+        assert not resumed[0].speculation.paused and resumed[0].speculation.active
+        assert resumed[0].speculation.speedup == 0.0

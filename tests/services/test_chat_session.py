@@ -339,3 +339,44 @@ def test_after_a_worker_is_gone_the_model_that_fits_runs_here_alone(
     assert session.send("again")
     assert engine.configs[-1] == EngineConfig(str(target))
     assert any(f"127.0.0.1:{port} is gone" in n and "this computer alone" in n for n in notices)
+
+
+def test_turning_speculation_back_on_asks_a_paused_chat_to_try_again(
+    session: ChatSession, engine: FakeEngine, settings: SettingsService
+) -> None:
+    assert session.send("one")
+    assert engine.requests[-1].speculation.resume is False
+    engine.finish()
+    settings.set("speculation", False)
+    assert session.send("two")
+    assert engine.requests[-1].speculation.enabled is False
+    engine.finish()
+    settings.set("speculation", True)  # the user's toggle, back on
+    assert session.send("three")
+    assert engine.requests[-1].speculation.enabled and engine.requests[-1].speculation.resume
+    engine.finish()
+    assert session.send("four")  # once: the engine's policy judges from there
+    assert engine.requests[-1].speculation.resume is False
+
+
+def test_each_reply_keeps_the_catalog_name_of_the_model_that_wrote_it(
+    store: ConversationStore, engine: FakeEngine, settings: SettingsService, clock: Clock
+) -> None:
+    s = ChatSession(store, engine, settings, clock=clock)
+    s.load_model(EngineConfig("/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"))
+    assert s.target_name == "Qwen2.5-Coder 1.5B Instruct · Q4_K_M"  # not the GGUF's general.name
+    assert s.send("hi")
+    engine.stream("partial")
+    assert s.current_id is not None
+    assert store.messages(s.current_id)[-1].stats == {"model": "Qwen2.5-Coder 1.5B Instruct · Q4_K_M"}
+    engine.finish()
+    shown = s.messages(s.current_id)
+    assert shown[-1].model == "Qwen2.5-Coder 1.5B Instruct · Q4_K_M"
+    assert shown[-1].stats is not None and shown[-1].stats.generated_tokens == 12
+    s.load_model(EngineConfig("/models/somebody-elses.gguf"))
+    assert s.send("again")
+    engine.stream("other words")
+    engine.finish()
+    assert [m.model for m in s.messages(s.current_id) if m.role == "assistant"] == [
+        "Qwen2.5-Coder 1.5B Instruct · Q4_K_M", "somebody-elses.gguf",
+    ]

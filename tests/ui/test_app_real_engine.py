@@ -73,7 +73,9 @@ def test_reply_streams_with_live_stats_and_speculation_toggle(
     messages = app.store.messages(w.conversation_id)
     assert [m.role for m in messages] == ["user", "assistant"]
     assert messages[-1].content.strip()
-    assert "Assistant" in w.chat_view.toPlainText() or messages[-1].content[:10] in w.chat_view.toPlainText()
+    # A file the catalog does not list is named by its file name, on the reply and in the status bar.
+    assert smollm2_path.name in w.chat_view.toPlainText() and "Assistant" not in w.chat_view.toPlainText()
+    assert w.status.target_label.text() == smollm2_path.name
 
     w.status.speculation_button.click()  # off for the next reply
     _reply(qtbot, app, "And one about the mountains.")

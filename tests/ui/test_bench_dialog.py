@@ -142,7 +142,7 @@ def test_run_fills_table_charts_and_saves(qtbot, tmp_path: Path) -> None:
         "30.0",
         "1.50×",
         "2.00",
-        "0.40",
+        "40%",
         "yes",
     ]
     assert cell(dialog, 0, 5) == "1.00×" and cell(dialog, 0, 6) == "—" and cell(dialog, 0, 8) == "—"

@@ -1,0 +1,85 @@
+"""What a model file is called in the window: the catalog's name and quantization, else its file name.
+
+A GGUF's own ``general.name`` is not used: publishers copy it from the model they
+converted, so the Q4_K_M file of the starter's drafter calls itself
+"Qwen2.5 Coder 0.5B Instruct AWQ". The catalog knows what the file is: a target
+is its entry's ``display_name`` and quantization ("Qwen2.5-Coder 1.5B Instruct · Q4_K_M");
+a drafter, which has no entry of its own, is named from its hub repo in the
+same style ("Qwen2.5-Coder 0.5B Instruct · Q4_K_M"). A file the catalog does
+not list keeps its file name, which is what the user chose on disk.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from pathlib import PurePosixPath
+
+from localchat.catalog.drafters import Catalog, DrafterEntry, load_catalog
+
+log = logging.getLogger(__name__)
+
+SEPARATOR = " · "
+# The quantization at the end of a GGUF file name: q4_k_m, Q8_0, IQ4_XS, f16, bf16.
+_QUANT_RE = re.compile(r"[-_.]((?:I?Q\d(?:_[A-Za-z0-9]+)*)|BF16|F16|F32)$", re.IGNORECASE)
+# The parameter count in a repo name ("0.5B", "135M", "E4B"): where words start.
+_PARAMS_RE = re.compile(r"-(E?\d+(?:\.\d+)?[BM])(?=-|$)", re.IGNORECASE)
+
+
+def _file_name(path: str) -> str:
+    return PurePosixPath(path.replace("\\", "/")).name
+
+
+def quant_of(filename: str) -> str:
+    """The quantization a GGUF file name ends in ("Q4_K_M"), or "" when it names none."""
+    stem = _file_name(filename)
+    if stem.lower().endswith(".gguf"):
+        stem = stem[: -len(".gguf")]
+    match = _QUANT_RE.search(stem)
+    return match.group(1).upper() if match else ""
+
+
+def drafter_name(drafter: DrafterEntry) -> str:
+    """A draft model's name from its repo ("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF") and file."""
+    repo = drafter.repo.rsplit("/", 1)[-1]
+    base = re.sub(r"[-_]GGUF$", "", repo, flags=re.IGNORECASE)
+    quant = quant_of(drafter.filename)
+    if quant:  # "gemma-3-1b-it-qat-q4_0": the quantization is said once, at the end
+        base = re.sub(rf"[-_]{re.escape(quant)}$", "", base, flags=re.IGNORECASE)
+    match = _PARAMS_RE.search(base)
+    if match is not None:
+        # "Qwen2.5-Coder-0.5B-Instruct" -> "Qwen2.5-Coder 0.5B Instruct", as the catalog writes targets.
+        base = base[: match.start()] + " " + base[match.start() + 1 :].replace("-", " ")
+    return base + (SEPARATOR + quant if quant else "")
+
+
+def model_name(path: str, catalog: Catalog | None) -> str:
+    """The name the window shows for the model file at ``path``."""
+    name = _file_name(path)
+    if catalog is None or not name:
+        return name
+    found = catalog.find_target_file(name)
+    if found is not None:
+        entry, quant = found
+        return entry.display_name + SEPARATOR + quant.quant
+    lowered = name.lower()
+    for entry in catalog.entries:
+        for drafter in entry.drafters:
+            if drafter.filename and _file_name(drafter.filename).lower() == lowered:
+                return drafter_name(drafter)
+    return name
+
+
+@functools.cache
+def _shipped() -> Catalog | None:
+    try:
+        return load_catalog()
+    except Exception as exc:  # a broken catalog must not keep a model from being named
+        log.warning("catalog: %s", exc)
+        return None
+
+
+def shipped_model_name(path: str) -> str:
+    """``model_name`` against the catalog shipped with the app (read once)."""
+    return model_name(path, _shipped())

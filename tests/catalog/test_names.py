@@ -1,0 +1,40 @@
+"""Model names from the catalog: display name and quantization, never the GGUF's general.name."""
+
+from __future__ import annotations
+
+from localchat.catalog.drafters import load_catalog
+from localchat.catalog.names import model_name, quant_of, shipped_model_name
+
+
+def test_a_target_is_named_by_its_entry_and_quantization() -> None:
+    catalog = load_catalog()
+    assert model_name("/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", catalog) == (
+        "Qwen2.5-Coder 1.5B Instruct · Q4_K_M"
+    )
+    assert model_name(r"C:\models\QWEN2.5-CODER-1.5B-INSTRUCT-Q4_K_M.gguf", catalog) == (
+        "Qwen2.5-Coder 1.5B Instruct · Q4_K_M"
+    )
+
+
+def test_a_drafter_is_named_from_its_repo_in_the_same_style() -> None:
+    # The file's own general.name says "Qwen2.5 Coder 0.5B Instruct AWQ" although it is a Q4_K_M.
+    assert shipped_model_name("/m/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf") == (
+        "Qwen2.5-Coder 0.5B Instruct · Q4_K_M"
+    )
+    assert shipped_model_name("/m/Qwen3-0.6B-Q8_0.gguf") == "Qwen3 0.6B · Q8_0"
+    assert shipped_model_name("/m/gemma-3-1b-it-q4_0.gguf") == "gemma-3 1b it qat · Q4_0"
+
+
+def test_a_file_the_catalog_does_not_list_keeps_its_file_name() -> None:
+    assert shipped_model_name("/home/me/models/my-finetune.gguf") == "my-finetune.gguf"
+    assert model_name("/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", None) == (
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    )
+
+
+def test_quantization_from_the_file_name() -> None:
+    assert quant_of("x-q4_k_m.gguf") == "Q4_K_M"
+    assert quant_of("SmolLM2-135M-Instruct.Q4_1.gguf") == "Q4_1"
+    assert quant_of("model-IQ4_XS.gguf") == "IQ4_XS"
+    assert quant_of("model.f16.gguf") == "F16"
+    assert quant_of("model.gguf") == ""
