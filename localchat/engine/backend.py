@@ -234,6 +234,17 @@ class Model:
     def add_eos(self) -> bool:
         return bool(_llama().llama_vocab_get_add_eos(self.vocab))
 
+    def fim_tokens(self) -> tuple[str, str, str] | None:
+        """The texts of the fill-in-the-middle tokens (prefix, suffix, middle), or None when the model
+        has none (only code models trained for infilling, such as Qwen2.5-Coder, do)."""
+        lc = _llama()
+        tokens = (lc.llama_vocab_fim_pre(self.vocab), lc.llama_vocab_fim_suf(self.vocab),
+                  lc.llama_vocab_fim_mid(self.vocab))
+        if any(t < 0 for t in tokens):
+            return None
+        pre, suf, mid = (self.token_text(t).decode("utf-8", "replace") for t in tokens)
+        return pre, suf, mid
+
     def token_text(self, token: int) -> bytes:
         raw = _llama().llama_vocab_get_text(self.vocab, token)
         return bytes(raw) if raw is not None else b""

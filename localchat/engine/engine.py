@@ -52,6 +52,7 @@ def _model_info(m: Model) -> ModelInfo:
         n_ctx_train=m.n_ctx_train,
         n_vocab=m.n_vocab,
         has_chat_template=m.chat_template is not None,
+        fim=m.fim_tokens(),
     )
 
 

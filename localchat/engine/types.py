@@ -127,6 +127,8 @@ class ModelInfo:
     n_ctx_train: int
     n_vocab: int
     has_chat_template: bool
+    # Fill-in-the-middle token texts (prefix, suffix, middle) for code completion; None without them.
+    fim: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True)

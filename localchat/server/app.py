@@ -235,6 +235,7 @@ class Api:
             Route("/v1/completions", self.completions, methods=["POST"]),
             Route("/completion", self.native_completion, methods=["POST"]),
             Route("/completions", self.native_completion, methods=["POST"]),
+            Route("/infill", self.infill, methods=["POST"]),
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
@@ -501,6 +502,13 @@ class Api:
     async def native_completion(self, request: Request) -> Response:
         try:
             parsed = await self.parsed(request, parse_completion, native=True)
+            return await self._native(request, parsed)
+        except ApiError as exc:
+            return exc.response()
+
+    async def infill(self, request: Request) -> Response:
+        try:
+            parsed = await self.parsed(request, parse_completion, native=True, infill=True)
             return await self._native(request, parsed)
         except ApiError as exc:
             return exc.response()

@@ -224,17 +224,45 @@ def parse_chat(body: Mapping[str, Any], info: EngineInfo | None, limits: Limits)
     return ParsedRequest(request, _model(body), stream, include_usage, mode, warning)
 
 
+def fill_in_the_middle(prefix: str, suffix: str, info: EngineInfo | None, middle: str = "") -> str:
+    """The raw prompt that asks a code model for the text between ``prefix`` and ``suffix``."""
+    fim = info.target.fim if info is not None else None
+    if fim is None:
+        raise bad_request("The loaded model was not trained to fill in the middle (it has no FIM tokens); "
+                          "send the prompt without a suffix, or load a code model such as Qwen2.5-Coder.",
+                          "suffix", "fim_not_supported")
+    pre, suf, mid = fim
+    return f"{pre}{prefix}{suf}{suffix}{mid}{middle}"
+
+
 def parse_completion(
-    body: Mapping[str, Any], info: EngineInfo | None, limits: Limits, native: bool = False
+    body: Mapping[str, Any],
+    info: EngineInfo | None,
+    limits: Limits,
+    native: bool = False,
+    infill: bool = False,
 ) -> ParsedRequest:
-    """``/v1/completions`` (OpenAI) or, with ``native``, llama.cpp's ``/completion``."""
-    prompt = body.get("prompt")
+    """``/v1/completions`` (OpenAI; ``suffix`` asks for fill-in-the-middle), or, with ``native``,
+    llama.cpp's ``/completion``, or with ``infill`` its ``/infill`` (``input_prefix``, ``input_suffix``,
+    and ``prompt`` as the start of the middle), which Continue's llama.cpp provider sends for autocomplete."""
+    prompt = body.get("prompt", "" if infill else None)
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if prompt is None:
         raise bad_request("'prompt' is required.", "prompt", "missing_field")
     if not isinstance(prompt, str):
         raise bad_request("'prompt' must be a string (one prompt per request).", "prompt", "invalid_type")
+    if infill:
+        prefix, suffix = body.get("input_prefix", ""), body.get("input_suffix", "")
+        for name, value in (("input_prefix", prefix), ("input_suffix", suffix)):
+            if not isinstance(value, str):
+                raise bad_request(f"'{name}' must be a string.", name, "invalid_type")
+        prompt = fill_in_the_middle(prefix, suffix, info, middle=prompt)
+    elif body.get("suffix") is not None:
+        suffix = body["suffix"]
+        if not isinstance(suffix, str):
+            raise bad_request("'suffix' must be a string.", "suffix", "invalid_type")
+        prompt = fill_in_the_middle(prompt, suffix, info)
     stream, include_usage = _stream(body)
     spec, mode, warning = speculation(body, info, limits)
     keys = ("n_predict", "max_tokens") if native else ("max_tokens",)

@@ -116,6 +116,15 @@ def test_completions_and_llama_cpp_native_endpoint(served: Served) -> None:
     assert all(o["stop"] is False for o in objs[:-1])
 
 
+def test_fill_in_the_middle_needs_a_model_with_fim_tokens(served: Served) -> None:
+    with served.http() as http:
+        r = http.post("/v1/completions", json={"prompt": "def f():", "suffix": "\n", "max_tokens": 4})
+        assert r.status_code == 400 and error_of(r)["code"] == "fim_not_supported"
+        assert error_of(r)["param"] == "suffix"
+        r = http.post("/infill", json={"input_prefix": 3, "input_suffix": ""})
+        assert r.status_code == 400 and error_of(r)["param"] == "input_prefix"
+
+
 def test_health_and_metrics(served: Served) -> None:
     with served.http() as http:
         assert http.get("/health").json() == {"status": "ok"}

@@ -36,6 +36,18 @@ def test_modes_give_the_same_greedy_text_and_report_drafts(
         accepted = usage.completion_tokens_details.accepted_prediction_tokens
         assert accepted == timings["draft"]["draft_n_accepted"]
 
+        # Fill in the middle (code completion): OpenAI's "suffix" and llama.cpp's /infill (what
+        # Continue's llama.cpp provider sends) ask the same question with the model's FIM tokens.
+        prefix, suffix = "def add(a, b):\n    return ", "\n\n\nprint(add(2, 3))\n"
+        fim = client.completions.create(model="test-model", prompt=prefix, suffix=suffix, max_tokens=8,
+                                        temperature=0)
+        middle = fim.choices[0].text
+        assert "a + b" in middle and "def add" not in middle
+        with s.http() as http:
+            r = http.post("/infill", json={"input_prefix": prefix, "input_suffix": suffix, "n_predict": 8,
+                                           "temperature": 0})
+        assert r.status_code == 200 and r.json()["content"] == middle
+
 
 def test_cli_refuses_a_public_address_without_a_key() -> None:
     cmd = [sys.executable, "-m", "localchat", "serve", "--model", "x.gguf", "--host", "0.0.0.0"]
