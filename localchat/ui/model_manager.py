@@ -128,18 +128,21 @@ def drafter_text(targets: Sequence[str]) -> str:
     return f"Drafter for {targets[0]}, {targets[1]} and {len(targets) - 2} more"
 
 
-def _table(columns: Sequence[str], parent: QWidget) -> QTableWidget:
+def _table(columns: Sequence[str], stretch: str, parent: QWidget) -> QTableWidget:
+    """A read-only table, each column as wide as its text but ``stretch``, which takes what is left."""
     table = QTableWidget(0, len(columns), parent)
     table.setHorizontalHeaderLabels(list(columns))
     table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
     table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     table.verticalHeader().setVisible(False)
-    table.setWordWrap(False)  # a long name is elided (full text in its tooltip), never cut mid-line
+    table.setWordWrap(False)  # a long text is elided (full text in its tooltip), never cut mid-line
+    # In the middle: the start and the end of a path or file name say the most.
+    table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     header = table.horizontalHeader()
-    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-    for i in range(1, len(columns)):
-        header.setSectionResizeMode(i, QHeaderView.ResizeMode.ResizeToContents)
+    for i, name in enumerate(columns):
+        mode = QHeaderView.ResizeMode.Stretch if name == stretch else QHeaderView.ResizeMode.ResizeToContents
+        header.setSectionResizeMode(i, mode)
     return table
 
 
@@ -196,7 +199,7 @@ class ModelManagerDialog(QDialog):
         self._local_targets: dict[str, str] = {}  # entry id -> path of its target on this computer
 
         self.tabs = QTabWidget(self)
-        self.catalog_table = _table(CATALOG_COLUMNS, self)
+        self.catalog_table = _table(CATALOG_COLUMNS, "Drafter", self)  # the model's name stays whole
         self.download_button = QPushButton("Download", self)
         self.cancel_button = QPushButton("Cancel download", self)
         self.progress = QProgressBar(self)
@@ -237,7 +240,7 @@ class ModelManagerDialog(QDialog):
         catalog_layout.addWidget(self.catalog_message)
         catalog_layout.addLayout(catalog_buttons)
 
-        self.local_table = _table(LOCAL_COLUMNS, self)
+        self.local_table = _table(LOCAL_COLUMNS, "Folder", self)  # the file name stays whole
         self.load_button = QPushButton("Load", self)
         self.load_button.setDefault(True)
         self.import_button = QPushButton("Import a GGUF file…", self)
@@ -278,7 +281,7 @@ class ModelManagerDialog(QDialog):
         self.tabs.addTab(catalog_page, "Catalog")
         layout = QVBoxLayout(self)
         layout.addWidget(self.tabs)
-        self.resize(980, 560)
+        self.resize(1140, 580)
         self._connect_signals()
         self.refresh()
 

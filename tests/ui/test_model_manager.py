@@ -4,7 +4,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QHeaderView, QMessageBox
 
 from localchat.catalog.drafters import Catalog, CatalogEntry, DrafterEntry, QuantFile, load_catalog
 from localchat.catalog.library import Library
@@ -265,6 +265,9 @@ def test_each_quant_shows_its_size_and_the_ram_it_needs_of_this_computers(qtbot,
     big = _catalog_row(dialog, "llama-3.3-70b-instruct")
     assert dialog.catalog_table.item(big, fits_col).text() == "No: needs about 51.0 GB of 24.0 GB"
     assert "15%" in dialog.catalog_table.item(big, fits_col).toolTip()
+    header = dialog.catalog_table.horizontalHeader()  # the model's name whole; the drafter's elided
+    assert header.sectionResizeMode(0) == QHeaderView.ResizeMode.ResizeToContents
+    assert header.sectionResizeMode(CATALOG_COLUMNS.index("Drafter")) == QHeaderView.ResizeMode.Stretch
     for row, (entry, quant) in enumerate(rows):  # every row is the rule of catalog.sizes
         drafter = entry.model_drafter
         size = quant.size + (drafter.size if drafter else 0)
