@@ -396,7 +396,8 @@ class ModelManagerDialog(QDialog):
                 self._drafter_of[str(model.path)] = names
                 # Named by the targets on this computer when there are some: what it drafts for here.
                 here = tuple(e.display_name for e in targets if e.id in self._local_targets)
-                status = drafter_text(here or names) + ("  (loaded)" if loaded_draft else "")
+                mark = "  (loaded)" if loaded_draft else ("  (loaded as the chat model)" if loaded else "")
+                status = drafter_text(here or names) + mark
                 name = _item("↳ " + model.name, str(model.path))
                 status_tip = (
                     f"{model.name} is a draft model: it proposes tokens for {', '.join(names)}, "

@@ -330,12 +330,34 @@ def test_a_drafter_without_its_target_names_what_it_drafts_for(
 ) -> None:
     own = tmp_path / "models"
     _linked(own, qwen_draft_path)
-    dialog = ModelManagerDialog(load_catalog(), Library([own]))
+    [draft] = own.iterdir()
+    dialog = ModelManagerDialog(load_catalog(), Library([own]), loaded_target=str(draft))
     qtbot.addWidget(dialog)
     assert dialog.local_table.rowCount() == 1
     assert dialog.local_table.item(0, _column(LOCAL_COLUMNS, "Status")).text() == (
-        f"Drafter for {STARTER}, Qwen2.5-Coder 7B Instruct and 2 more"
+        f"Drafter for {STARTER}, Qwen2.5-Coder 7B Instruct and 2 more  (loaded as the chat model)"
     )
+
+
+def test_importing_a_drafter_file_asks_before_loading_it_alone(
+    qtbot, tmp_path: Path, qwen_draft_path: Path, smollm2_path: Path, monkeypatch
+) -> None:
+    asked: list[str] = []
+
+    def question(_parent: object, _title: str, text: str, *_args: object) -> QMessageBox.StandardButton:
+        asked.append(text)
+        return QMessageBox.StandardButton.No
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    [elsewhere] = _linked(tmp_path / "downloads", qwen_draft_path)  # not in any listed folder
+    dialog = ModelManagerDialog(load_catalog(), Library([tmp_path / "models"]))
+    qtbot.addWidget(dialog)
+    loads: list[str] = []
+    dialog.load_requested.connect(lambda t, _d: loads.append(t))
+    dialog.request_load(str(elsewhere))  # what "Import a GGUF file…" does with the chosen file
+    assert len(asked) == 1 and loads == [] and "was not loaded" in dialog.local_message.text()
+    dialog.request_load(str(smollm2_path))  # a chat model loads without a question
+    assert len(asked) == 1 and loads == [str(smollm2_path)]
 
 
 def test_the_models_folder_is_shown_by_real_path_and_opens_in_the_file_manager(
