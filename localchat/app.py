@@ -135,10 +135,14 @@ class ModelsWiring(QObject):
             current[0], sentence = self.add_folder(path)
             return current[0], sentence
 
+        # What the engine has now, marked in both lists (None before the first load or after a crash).
+        info = self._window.session.engine_info
         dialog = ModelManagerDialog(
             catalog,
             library,
             available_memory=total_ram(),
+            loaded_target=info.target.path if info is not None else None,
+            loaded_draft=info.draft.path if info is not None and info.draft is not None else None,
             downloader=self._downloader,
             pair=pair if catalog is not None else None,
             add_folder=add_folder,

@@ -51,11 +51,16 @@ class Fit(enum.Enum):
         return self.value.capitalize()
 
 
+def memory_needed(size: int) -> int:
+    """About how much RAM a model (target plus drafter) of ``size`` bytes takes once loaded."""
+    return int(size * OVERHEAD_FACTOR + OVERHEAD_BYTES)
+
+
 def fits_in_memory(size: int, total_ram: int | None) -> Fit:
     """The rule for a model (target plus drafter) of ``size`` bytes in ``total_ram`` bytes of RAM."""
     if total_ram is None or total_ram <= 0:
         return Fit.UNKNOWN
-    need = size * OVERHEAD_FACTOR + OVERHEAD_BYTES
+    need = memory_needed(size)
     if need <= total_ram * COMFORTABLE_SHARE:
         return Fit.YES
     return Fit.TIGHT if need <= total_ram else Fit.NO

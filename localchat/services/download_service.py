@@ -72,8 +72,9 @@ class DownloadService(QObject):
         """The downloads still running (job -> entry id), so a reopened window can show them."""
         return dict(self._entries)
 
-    def start(self, entry_id: str, *, source: str | None = None) -> int:
-        """Start downloading ``entry_id``; if it is already downloading, return that job instead."""
+    def start(self, entry_id: str, *, source: str | None = None, quant: str | None = None) -> int:
+        """Start downloading ``entry_id`` (its ``quant``, else the default one); if it is already
+        downloading, return that job instead."""
         for job, running in self._entries.items():
             if running == entry_id:
                 return job
@@ -82,7 +83,7 @@ class DownloadService(QObject):
         cancel = threading.Event()
         self._cancel[job] = cancel
         worker = threading.Thread(
-            target=self._run, args=(job, entry_id, source or self._source, cancel),
+            target=self._run, args=(job, entry_id, source or self._source, quant, cancel),
             name=f"download-{job}", daemon=True,
         )
         self._workers[job] = worker
@@ -113,7 +114,9 @@ class DownloadService(QObject):
 
     # -- worker thread ------------------------------------------------------------------
 
-    def _run(self, job: int, entry_id: str, source: str, cancel: threading.Event) -> None:
+    def _run(
+        self, job: int, entry_id: str, source: str, quant: str | None, cancel: threading.Event
+    ) -> None:
         from localchat.catalog.drafters import load_catalog
         from localchat.hub.errors import DownloadError
         from localchat.hub.pull import pull as hub_pull
@@ -125,7 +128,7 @@ class DownloadService(QObject):
         try:
             catalog = (self._catalog or load_catalog)()
             entry = catalog.get(entry_id)
-            result = hub_pull(entry, self._models_dir(), catalog=catalog, source=source,
+            result = hub_pull(entry, self._models_dir(), catalog=catalog, source=source, quant=quant,
                               progress=on_progress, cancel=cancel, endpoint=self._endpoint)
         except DownloadError as exc:
             message = "Download cancelled." if cancel.is_set() else str(exc)

