@@ -344,6 +344,16 @@ class ConversationStore:
             self._touch(db, old.conversation_id, now)
             return new
 
+    def delete_message(self, message_id: int) -> Message:
+        """Delete one message, leaving the rest of its conversation as it is; returns what was deleted."""
+        with self._write() as db:
+            row = db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"There is no message {message_id}.")
+            db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+            self._touch(db, row["conversation_id"], time.time())
+            return _message(row)
+
     def delete_messages_from(self, message_id: int) -> int:
         """Delete a message and every later one in its conversation (regenerate, edit and resend).
 

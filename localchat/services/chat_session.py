@@ -94,6 +94,7 @@ class ShownMessage:
     drafted_runs: tuple[int, ...]
     complete: bool
     model: str = ""  # the name of the model that wrote a reply ("" when not recorded)
+    id: int | None = None  # the stored row (delete, copy, switch between answers)
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,29 @@ class ChatSession(QObject):
         if conversation_id == self._current:
             self.select(None)
         return True
+
+    def delete_message(self, message_id: int, *, with_following: bool = False) -> bool:
+        """Delete one message (``with_following``: and every later one in its chat).
+
+        Refused while a reply is being written in that chat, because the prompt it was
+        started from would no longer be the chat the user sees.
+        """
+        try:
+            message = self._store.message(message_id)
+        except ChatStoreError as exc:
+            emit(self.notice, str(exc))
+            return False
+        if self.reply_conversation_id == message.conversation_id:
+            emit(self.notice, "Stop the reply before deleting messages in this chat.")
+            return False
+        if with_following:
+            return self._write(lambda: self._store.delete_messages_from(message_id), changed=True)
+        return self._write(lambda: self._store.delete_message(message_id), changed=True)
+
+    def has_messages_after(self, message_id: int) -> bool:
+        """Whether the chat holding ``message_id`` goes on after it (a delete asks about those)."""
+        message = self._store.message(message_id)
+        return any(m.id > message_id for m in self._store.messages(message.conversation_id))
 
     def set_system_prompt(self, text: str) -> bool:
         """Keep ``text`` as the current chat's system prompt (a chat is created for a non-empty one)."""
@@ -577,6 +601,7 @@ def _shown(message: Message) -> ShownMessage:
     return ShownMessage(
         message.role, message.content, stats, reason, runs, message.complete,
         model if isinstance(model, str) else "",
+        message.id,
     )
 
 

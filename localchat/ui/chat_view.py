@@ -3,6 +3,11 @@
 One QTextBrowser holds the whole conversation. Finished messages are converted
 once and cached; while a reply streams only its own HTML is rebuilt, and the
 document is redrawn at most ten times a second.
+
+Each message's header carries "Copy" and "Delete" links (a QTextDocument holds
+no buttons), and a right-click on a message offers the same in a menu: the
+header is a named anchor, so the click's document position finds its message.
+The view only asks: deleting is the window's and the session's business.
 """
 
 from __future__ import annotations
@@ -12,9 +17,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtCore import QEvent, QPoint, QTimer, QUrl, Signal
+from PySide6.QtGui import QContextMenuEvent, QDesktopServices, QGuiApplication, QPalette
+from PySide6.QtWidgets import QMenu, QTextBrowser, QWidget
 
 from localchat.engine.textruns import concat_runs, flags_from_runs
 from localchat.services.qt_signals import emit
@@ -32,6 +37,7 @@ class DisplayMessage:
     footer: str = ""  # e.g. the reply's speed, or why it stopped
     drafted: tuple[int, ...] = ()  # which characters came from accepted drafts (engine.textruns)
     label: str = ""  # who wrote a reply: the model's name ("" shows "Assistant")
+    message_id: int | None = None  # the stored row; None for a notice or a reply not yet reloaded
 
 
 def palette_colors(palette: QPalette) -> Colors:
@@ -56,6 +62,8 @@ class ChatView(QTextBrowser):
     """Read-only view of one conversation."""
 
     code_copied = Signal(str)
+    message_copied = Signal(str)  # the whole text of one message, now on the clipboard
+    delete_requested = Signal(int)  # the stored id of the message the user wants deleted
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -69,6 +77,7 @@ class ChatView(QTextBrowser):
         self._streaming_label = ""
         self._colour_drafted = False
         self._code_blocks: list[str] = []
+        self._starts: list[tuple[int, int]] = []  # (document position, message index) of each header
         self._colors = palette_colors(self.palette())
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setSingleShot(True)
@@ -167,12 +176,14 @@ class ChatView(QTextBrowser):
             self._code_blocks.extend(cached[2])
             return cached[1]
         blocks: list[str] = []
-        html_text = self._render(message, blocks)
+        html_text = self._render(message, blocks, index=index)
         self._cache[index] = (message, html_text, blocks)
         self._code_blocks.extend(blocks)
         return html_text
 
-    def _render(self, message: DisplayMessage, blocks: list[str], label: str = "") -> str:
+    def _render(
+        self, message: DisplayMessage, blocks: list[str], label: str = "", index: int | None = None
+    ) -> str:
         c = self._colors
         if message.role == "notice":
             return f'<p style="color:{c.muted};"><i>{html.escape(message.content)}</i></p>'
@@ -186,7 +197,16 @@ class ChatView(QTextBrowser):
             if message.footer
             else ""
         )
-        head = f'<p style="margin-top:14px; margin-bottom:2px;"><b>{html.escape(who)}</b></p>'
+        name = f"<b>{html.escape(who)}</b>"
+        actions = ""
+        if index is not None:
+            # Named so a right-click finds its message; links because a QTextDocument holds no buttons.
+            name = f'<a name="msg-{index}">{name}</a>'
+            link = f'style="color:{c.muted}; text-decoration:none; font-size:small;"'
+            actions = f'&nbsp;&nbsp;&nbsp;<a href="msgcopy:{index}" {link}>Copy</a>'
+            if message.message_id is not None:
+                actions += f'&nbsp;&nbsp;<a href="msgdelete:{message.message_id}" {link}>Delete</a>'
+        head = f'<p style="margin-top:14px; margin-bottom:2px;">{name}{actions}</p>'
         if message.role == "user":
             return (
                 f'{head}<table width="100%" cellpadding="8" cellspacing="0" '
@@ -212,10 +232,68 @@ class ChatView(QTextBrowser):
             )
         scroll = self.verticalScrollBar().value()
         self.setHtml(f'<div style="color:{self._colors.text};">{"".join(parts)}</div>')
+        self._starts = self._message_starts()
         if at_end:
             self._scroll_to_end()
         else:
             self.verticalScrollBar().setValue(scroll)
+
+    def _message_starts(self) -> list[tuple[int, int]]:
+        """Where each message's header begins in the document, from the anchors ``_render`` names."""
+        starts: list[tuple[int, int]] = []
+        block = self.document().begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                fragment = it.fragment()
+                for name in fragment.charFormat().anchorNames():
+                    if name.startswith("msg-") and name[4:].isdigit():
+                        starts.append((fragment.position(), int(name[4:])))
+                it += 1
+            block = block.next()
+        return starts
+
+    def message_at(self, pos: QPoint) -> int | None:
+        """The index of the message under ``pos`` (viewport coordinates); None above the first."""
+        position = self.cursorForPosition(pos).position()
+        found: int | None = None
+        for start, index in self._starts:
+            if start > position:
+                break
+            found = index
+        return found
+
+    @property
+    def messages(self) -> list[DisplayMessage]:
+        return list(self._messages)
+
+    def copy_message(self, index: int) -> None:
+        """Put one whole message on the clipboard, as written (Markdown for a reply)."""
+        text = self._messages[index].content
+        QGuiApplication.clipboard().setText(text)
+        emit(self.message_copied, text)
+
+    def message_menu(self, index: int | None) -> QMenu:
+        """The right-click menu: the selection's copy, then the message's own actions."""
+        menu = self.createStandardContextMenu()
+        if index is None or not 0 <= index < len(self._messages):
+            return menu
+        message = self._messages[index]
+        menu.addSeparator()
+        copy = menu.addAction("Copy message")
+        copy.setObjectName("copy_message")
+        copy.triggered.connect(lambda: self.copy_message(index))
+        if message.message_id is not None:
+            message_id = message.message_id
+            delete = menu.addAction("Delete message…" if message.role == "user" else "Delete reply")
+            delete.setObjectName("delete_message")
+            delete.triggered.connect(lambda: emit(self.delete_requested, message_id))
+        return menu
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        menu = self.message_menu(self.message_at(event.pos()))
+        menu.exec(event.globalPos())
+        menu.deleteLater()
 
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()
@@ -246,5 +324,9 @@ class ChatView(QTextBrowser):
                 return
             QGuiApplication.clipboard().setText(code)
             emit(self.code_copied, code)
+        elif url.scheme() == "msgcopy" and url.path().isdigit() and int(url.path()) < len(self._messages):
+            self.copy_message(int(url.path()))
+        elif url.scheme() == "msgdelete" and url.path().isdigit():
+            emit(self.delete_requested, int(url.path()))
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)

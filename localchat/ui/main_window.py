@@ -199,6 +199,8 @@ class MainWindow(QMainWindow):
         self.edit_button.clicked.connect(self._on_edit_button_clicked)
         self.system_prompt.editingFinished.connect(self._on_system_prompt_editing_finished)
         self.chat_view.code_copied.connect(self._on_chat_view_code_copied)
+        self.chat_view.message_copied.connect(self._on_chat_view_message_copied)
+        self.chat_view.delete_requested.connect(self._on_chat_view_delete_requested)
         self.status.speculation_toggled.connect(self._on_status_speculation_toggled)
         settings: Any = self._settings
         settings.changed.connect(self._on_settings_changed)
@@ -311,6 +313,8 @@ class MainWindow(QMainWindow):
                 footer = "Cut off at the length limit. " + footer
         if end.conversation_id == self.session.current_id:
             self.chat_view.end_reply(footer, end.text, end.drafted_runs)
+            # Read back from the store, so the reply has its id (delete, answers to switch between).
+            self._show_conversation(end.conversation_id)
         else:
             self.chat_view.end_reply()
             if self.session.current_id is not None:
@@ -398,6 +402,38 @@ class MainWindow(QMainWindow):
 
     def _on_chat_view_code_copied(self, _code: str) -> None:
         self.status.flash("Code copied")
+
+    def _on_chat_view_message_copied(self, _text: str) -> None:
+        self.status.flash("Message copied")
+
+    def _on_chat_view_delete_requested(self, message_id: int) -> None:
+        self.delete_message(message_id)
+
+    def delete_message(self, message_id: int) -> None:
+        """Delete a reply at once; for one of the user's messages, ask whether what follows goes too."""
+        shown = [m for m in self.chat_view.messages if m.message_id == message_id]
+        with_following = False
+        if shown and shown[0].role == "user" and self.session.has_messages_after(message_id):
+            box = QMessageBox(
+                QMessageBox.Icon.Question,
+                "Delete message",
+                "Delete this message only, or also everything after it?",
+                parent=self,
+            )
+            box.setObjectName("delete_message_dialog")
+            box.setInformativeText("The replies after it answered it; this cannot be undone.")
+            following = box.addButton("Delete it and what follows", QMessageBox.ButtonRole.DestructiveRole)
+            only = box.addButton("Delete this message only", QMessageBox.ButtonRole.AcceptRole)
+            box.addButton(QMessageBox.StandardButton.Cancel)
+            box.exec()
+            if box.clickedButton() not in (following, only):
+                return
+            with_following = box.clickedButton() is following
+        if self.session.delete_message(message_id, with_following=with_following):
+            cid = self.session.current_id
+            if cid is not None:
+                self._show_conversation(cid)
+            self._update_buttons()
 
     def _on_status_speculation_toggled(self, enabled: bool) -> None:
         self._settings.set("speculation", enabled)
@@ -491,6 +527,10 @@ def _display(message: ShownMessage) -> DisplayMessage:
     footer = formatting.reply_footer(message.stats) if message.stats is not None else ""
     if message.finish_reason is FinishReason.CANCELLED:
         footer = "Stopped. " + footer
+    elif message.finish_reason is FinishReason.LENGTH:
+        footer = "Cut off at the length limit. " + footer
     elif message.role == "assistant" and not message.complete and message.stats is None:
         footer = "Interrupted."
-    return DisplayMessage(message.role, message.content, footer, message.drafted_runs, message.model)
+    return DisplayMessage(
+        message.role, message.content, footer, message.drafted_runs, message.model, message.id
+    )

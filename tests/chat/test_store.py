@@ -240,3 +240,15 @@ def test_a_full_disk_is_a_sentence_and_keeps_what_was_written(tmp_path: Path) ->
         with pytest.raises(StoreWriteError, match=r"^Could not save the chat: the disk is full\.$"):
             s.add_message(conv.id, "assistant", "x" * 100_000)
         assert [m.content for m in s.messages(conv.id)] == ["before"]
+
+
+def test_delete_one_message_keeps_the_rest(store: ConversationStore) -> None:
+    c = store.create("Chat")
+    first = store.add_message(c.id, "user", "one")
+    reply = store.add_message(c.id, "assistant", "two")
+    last = store.add_message(c.id, "user", "three")
+    gone = store.delete_message(reply.id)
+    assert gone.content == "two"
+    assert [m.id for m in store.messages(c.id)] == [first.id, last.id]
+    with pytest.raises(NotFoundError):
+        store.delete_message(reply.id)

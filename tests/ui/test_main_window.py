@@ -279,3 +279,75 @@ def test_help_opens_the_log_folder(qtbot, parts: AppParts, monkeypatch, tmp_path
     assert "&Help" in menus
     parts.window.log_folder_action.trigger()
     assert opened == [str(tmp_path / "logs")] and (tmp_path / "logs").is_dir()
+
+
+def _answer_dialog(qtbot, name: str, button_text: str) -> None:
+    """Click ``button_text`` in the modal box called ``name`` once it is open (the real dialog)."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    def click() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox) or box.objectName() != name:
+            QTimer.singleShot(20, click)
+            return
+        for button in box.buttons():
+            if button.text().replace("&", "") == button_text:
+                button.click()
+                return
+        raise AssertionError(f"no button {button_text!r} in {[b.text() for b in box.buttons()]}")
+
+    QTimer.singleShot(0, click)
+
+
+def _chat_of_two_exchanges(parts: AppParts, tmp_path: Path) -> FakeEngine:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    for question, answer in (("First?", "One."), ("Second?", "Two.")):
+        w.send_message(question)
+        engine.stream(answer)
+        engine.finish()
+    return engine
+
+
+def test_deleting_a_reply_deletes_only_it(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    first_reply = next(m for m in w.chat_view.messages if m.content == "One.")
+    assert first_reply.message_id is not None
+    w.chat_view.delete_requested.emit(first_reply.message_id)
+    assert [m.content for m in parts.store.messages(w.conversation_id)] == ["First?", "Second?", "Two."]
+    assert "One." not in w.chat_view.toPlainText()
+
+
+@pytest.mark.parametrize(
+    ("button", "left"),
+    [
+        ("Delete this message only", ["One.", "Second?", "Two."]),
+        ("Delete it and what follows", []),
+        ("Cancel", ["First?", "One.", "Second?", "Two."]),
+    ],
+)
+def test_deleting_a_user_message_asks_about_what_follows(
+    qtbot, parts: AppParts, tmp_path: Path, button: str, left: list[str]
+) -> None:
+    _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    question = next(m for m in w.chat_view.messages if m.content == "First?")
+    assert question.message_id is not None
+    _answer_dialog(qtbot, "delete_message_dialog", button)
+    w.chat_view.delete_requested.emit(question.message_id)
+    assert [m.content for m in parts.store.messages(w.conversation_id)] == left
+    assert [m.content for m in w.chat_view.messages] == left
+
+
+def test_a_message_cannot_be_deleted_while_its_chat_is_answering(parts: AppParts, tmp_path: Path) -> None:
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    reply = next(m for m in w.chat_view.messages if m.content == "Two.")
+    w.regenerate()
+    engine.stream("Again")
+    assert reply.message_id is not None
+    w.chat_view.delete_requested.emit(reply.message_id)
+    assert "Stop the reply" in w.notice.text()
+    engine.finish()
