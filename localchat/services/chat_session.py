@@ -45,8 +45,10 @@ from localchat.chat import (
     ChatStoreError,
     Conversation,
     ConversationStore,
+    ExportError,
     Message,
     NotFoundError,
+    export,
     prompt_turns,
 )
 from localchat.engine.rpc_wire import gone_worker
@@ -284,6 +286,25 @@ class ChatSession(QObject):
         """Whether the chat holding ``message_id`` goes on after it (a delete asks about those)."""
         message = self._store.message(message_id)
         return any(m.id > message_id for m in self._store.messages(message.conversation_id))
+
+    def conversation(self, conversation_id: int) -> Conversation:
+        return self._store.get(conversation_id)
+
+    def export(self, conversation_id: int, kind: str, path: Path) -> str:
+        """Write a chat to ``path`` as ``kind`` ("markdown" or "json"); "" when done, else a sentence.
+
+        The reply being written is left out, as in ``messages``: its saved copy lags behind.
+        """
+        live = self._reply.message_id if self._reply is not None else None
+        try:
+            conversation = self._store.get(conversation_id)
+            messages = [m for m in self._store.messages(conversation_id) if m.id != live]
+            export.write_export(path, export.render(kind, conversation, messages))
+        except (ChatStoreError, ExportError) as exc:
+            log.warning("export: %s", exc)
+            return str(exc)
+        log.info("exported chat %s as %s to %s", conversation_id, kind, path)
+        return ""
 
     def set_system_prompt(self, text: str) -> bool:
         """Keep ``text`` as the current chat's system prompt (a chat is created for a non-empty one)."""

@@ -153,6 +153,11 @@ class MainWindow(QMainWindow):
         self.new_action = QAction("New chat", self)
         file_menu.addAction(self.new_action)
         file_menu.addSeparator()
+        self.export_markdown_action = QAction("Export chat as Markdown…", self)
+        self.export_json_action = QAction("Export chat as JSON…", self)
+        file_menu.addAction(self.export_markdown_action)
+        file_menu.addAction(self.export_json_action)
+        file_menu.addSeparator()
         self.quit_action = QAction("Quit", self)
         self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         file_menu.addAction(self.quit_action)
@@ -191,6 +196,7 @@ class MainWindow(QMainWindow):
         self.sidebar.rename_requested.connect(self._on_sidebar_rename_requested)
         self.sidebar.delete_requested.connect(self._on_sidebar_delete_requested)
         self.sidebar.search_changed.connect(self._on_sidebar_search_changed)
+        self.sidebar.export_requested.connect(self._on_sidebar_export_requested)
 
         self.composer.submitted.connect(self._on_composer_submitted)
         self.send_button.clicked.connect(self._on_send_button_clicked)
@@ -212,6 +218,8 @@ class MainWindow(QMainWindow):
 
         self.new_action.triggered.connect(self._on_sidebar_new_requested)
         self.quit_action.triggered.connect(self.close)
+        self.export_markdown_action.triggered.connect(self._on_export_markdown_action_triggered)
+        self.export_json_action.triggered.connect(self._on_export_json_action_triggered)
         self.open_model_action.triggered.connect(self._on_open_model_action_triggered)
         self.manager_action.triggered.connect(self.model_manager_requested)
         self.benchmark_action.triggered.connect(self._on_benchmark_action_triggered)
@@ -374,6 +382,33 @@ class MainWindow(QMainWindow):
         self._search = text
         self._refresh_conversations()
 
+    def _on_sidebar_export_requested(self, conversation_id: int, kind: str) -> None:
+        self.export_conversation(conversation_id, kind)
+
+    def _on_export_markdown_action_triggered(self) -> None:
+        if self.session.current_id is not None:
+            self.export_conversation(self.session.current_id, "markdown")
+
+    def _on_export_json_action_triggered(self) -> None:
+        if self.session.current_id is not None:
+            self.export_conversation(self.session.current_id, "json")
+
+    def export_conversation(self, conversation_id: int, kind: str) -> None:
+        """Ask where to write the chat, then write it; the outcome is one sentence under the chat."""
+        title = self.session.conversation(conversation_id).title
+        suffix, filter_text = (".md", "Markdown (*.md)") if kind == "markdown" else (".json", "JSON (*.json)")
+        name = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in title).strip() or "chat"
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export chat", str(Path.home() / f"{name}{suffix}"), f"{filter_text};;All files (*)"
+        )
+        if not path:
+            return
+        target = Path(path)
+        if not target.suffix:
+            target = target.with_suffix(suffix)
+        problem = self.session.export(conversation_id, kind, target)
+        self._show_notice(problem or f"Exported “{title}” to {target}.")
+
     def _on_composer_submitted(self, text: str) -> None:
         self.send_message(text)
 
@@ -493,6 +528,8 @@ class MainWindow(QMainWindow):
         self.send_button.setEnabled(not busy)
         self.regenerate_button.setEnabled(not busy and has_chat)
         self.edit_button.setEnabled(not busy and has_chat)
+        self.export_markdown_action.setEnabled(has_chat)
+        self.export_json_action.setEnabled(has_chat)
 
     def _show_conversation(self, conversation_id: int) -> None:
         self.chat_view.set_messages([_display(m) for m in self.session.messages(conversation_id)])

@@ -351,3 +351,30 @@ def test_a_message_cannot_be_deleted_while_its_chat_is_answering(parts: AppParts
     w.chat_view.delete_requested.emit(reply.message_id)
     assert "Stop the reply" in w.notice.text()
     engine.finish()
+
+
+def test_export_from_the_menu_and_the_sidebar(qtbot, parts: AppParts, tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    from PySide6.QtWidgets import QFileDialog
+
+    _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    chosen: list[Path] = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(chosen[-1]), ""))
+    chosen.append(tmp_path / "out" / "chat")  # no suffix given: the format's own is added
+    (tmp_path / "out").mkdir()
+    w.export_markdown_action.trigger()
+    text = (tmp_path / "out" / "chat.md").read_text(encoding="utf-8")
+    assert "## You\n\nFirst?" in text and "Two." in text
+    assert "Exported" in w.notice.text()
+    chosen.append(tmp_path / "out" / "chat.json")
+    menu = w.sidebar.conversation_menu(w.sidebar.list.item(0))
+    next(a for a in menu.actions() if a.objectName() == "export_json").trigger()
+    document = json.loads((tmp_path / "out" / "chat.json").read_text(encoding="utf-8"))
+    assert [m["content"] for m in document["messages"]] == ["First?", "One.", "Second?", "Two."]
+    assert document["messages"][1]["stats"]["generated_tokens"] == 12
+    chosen.append(tmp_path / "gone" / "chat.md")
+    w.export_markdown_action.trigger()
+    assert w.notice.text().startswith("Could not export the chat to")
+    assert "folder does not exist" in w.notice.text()
