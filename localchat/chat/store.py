@@ -30,7 +30,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from localchat.settings import folders
 log = logging.getLogger(__name__)
 
 FILE_NAME = "chats.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 ROLES = ("system", "user", "assistant")
 
 JsonObject = dict[str, Any]
@@ -64,6 +64,14 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
 CREATE INDEX IF NOT EXISTS conversations_by_updated ON conversations(updated);
 """
+
+# What each later version adds to the one before, applied in order to a file of an older version
+# (the tables above are version 1's): columns are added, never renamed or dropped, so a file
+# upgraded here still holds every chat it held.
+_MIGRATIONS: dict[int, str] = {
+    # A chat's own settings (temperature, reply length) over the app's, as a JSON object.
+    2: "ALTER TABLE conversations ADD COLUMN options TEXT;",
+}
 
 
 class ChatStoreError(Exception):
@@ -149,6 +157,8 @@ class Conversation:
     system_prompt: str
     created: float  # seconds since the epoch
     updated: float  # last change to the conversation or any of its messages
+    # The chat's own values of some settings, by option name ({"temperature": 0.2}); {} when none.
+    options: JsonObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,7 +241,7 @@ class ConversationStore:
                 (title, system_prompt, now, now),
             )
             assert cur.lastrowid is not None
-            return Conversation(cur.lastrowid, title, system_prompt, now, now)
+            return Conversation(cur.lastrowid, title, system_prompt, now, now, {})
 
     def get(self, conversation_id: int) -> Conversation:
         row = self._db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
@@ -266,6 +276,17 @@ class ConversationStore:
 
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> Conversation:
         return self._update_conversation(conversation_id, "system_prompt", system_prompt)
+
+    def set_options(self, conversation_id: int, options: JsonObject) -> Conversation:
+        """Keep the chat's own settings (option name to value; {} goes back to the app's)."""
+        with self._write() as db:
+            cur = db.execute(
+                "UPDATE conversations SET options = ?, updated = ? WHERE id = ?",
+                (_dump_stats(options) if options else None, time.time(), conversation_id),
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError(f"There is no conversation {conversation_id}.")
+        return self.get(conversation_id)
 
     def delete(self, conversation_id: int) -> None:
         """Delete a conversation and its messages."""
@@ -426,8 +447,22 @@ class ConversationStore:
             raise NewerHistoryError(
                 f"The chat history at {self.path} was written by a newer localchat (schema {version})."
             )
-        if version < SCHEMA_VERSION:
-            self._db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        if version == SCHEMA_VERSION:
+            return
+        # One transaction for the whole upgrade: a crash half-way leaves the old version intact.
+        script = ["BEGIN IMMEDIATE;"]
+        if version < 1:
+            script.append(_SCHEMA)
+        script += [_MIGRATIONS[v] for v in range(max(version, 1) + 1, SCHEMA_VERSION + 1)]
+        script.append(f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        try:
+            self._db.executescript("\n".join(script))
+        except sqlite3.Error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        if version:
+            log.info("upgraded the chat history from schema %s to %s", version, SCHEMA_VERSION)
 
 
 def _create_private(path: Path) -> None:
@@ -469,7 +504,17 @@ def _dump_stats(stats: JsonObject | None) -> str | None:
 
 
 def _conversation(row: sqlite3.Row) -> Conversation:
-    return Conversation(row["id"], row["title"], row["system_prompt"], row["created"], row["updated"])
+    options: JsonObject = {}
+    if row["options"]:
+        try:
+            loaded = json.loads(row["options"])
+        except ValueError:
+            log.warning("conversation %s has unreadable settings; the app's are used", row["id"])
+        else:
+            options = loaded if isinstance(loaded, dict) else {}
+    return Conversation(
+        row["id"], row["title"], row["system_prompt"], row["created"], row["updated"], options
+    )
 
 
 def _message(row: sqlite3.Row) -> Message:

@@ -65,6 +65,7 @@ from localchat.engine.types import (
 )
 from localchat.services.qt_signals import emit
 from localchat.services.requests import build_request
+from localchat.settings import OPTIONS_BY_NAME, InvalidValueError, Value
 
 if TYPE_CHECKING:
     from localchat.services.settings_service import SettingsService
@@ -72,6 +73,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_S = 2.0
+# The settings a chat may hold its own value of (by option name), over the app's.
+CHAT_OPTIONS = ("temperature", "max_reply_tokens")
 NO_MODEL = "Load a model first: open a GGUF file or choose one in the model manager."
 
 
@@ -138,7 +141,7 @@ class ChatSession(QObject):
         engine: QObject,
         settings: SettingsService,
         *,
-        max_tokens: int = 1024,
+        max_tokens: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         model_name: Callable[[str], str] = shipped_model_name,
         parent: QObject | None = None,
@@ -148,7 +151,7 @@ class ChatSession(QObject):
         self._engine_object = engine
         self._engine = cast(EngineLike, engine)
         self._settings = settings
-        self._max_tokens = max_tokens
+        self._max_tokens = max_tokens  # None: the max_reply_tokens setting (or the chat's own)
         self._clock = clock
         self._model_name = model_name
         self._current: int | None = None
@@ -290,6 +293,38 @@ class ChatSession(QObject):
     def conversation(self, conversation_id: int) -> Conversation:
         return self._store.get(conversation_id)
 
+    def chat_options(self, conversation_id: int) -> dict[str, Value]:
+        """The chat's own values of CHAT_OPTIONS; one that no longer fits its option is left out."""
+        options: dict[str, Value] = {}
+        for name, value in self._store.get(conversation_id).options.items():
+            if name not in CHAT_OPTIONS:
+                continue
+            try:
+                options[name] = OPTIONS_BY_NAME[name].validate(value)
+            except InvalidValueError as exc:
+                log.warning("chat %s: %s; the app's setting is used", conversation_id, exc)
+        return options
+
+    def set_chat_options(self, conversation_id: int, options: dict[str, Value]) -> bool:
+        """Keep the chat's own values (only those given; {} means the app's settings again)."""
+        checked: dict[str, Value] = {}
+        for name, value in options.items():
+            if name not in CHAT_OPTIONS:
+                raise ValueError(f"{name} is not a setting a chat can hold")
+            try:
+                checked[name] = OPTIONS_BY_NAME[name].validate(value)
+            except InvalidValueError as exc:
+                emit(self.notice, str(exc))
+                return False
+        return self._write(lambda: self._store.set_options(conversation_id, checked))
+
+    def reply_settings(self, conversation_id: int | None) -> tuple[float, int]:
+        """The temperature and reply length the next reply in this chat is written with."""
+        own = self.chat_options(conversation_id) if conversation_id is not None else {}
+        temperature = own.get("temperature", self._settings.temperature)
+        length = own.get("max_reply_tokens", self._max_tokens or self._settings.max_reply_tokens)
+        return float(temperature), int(length)
+
     def export(self, conversation_id: int, kind: str, path: Path) -> str:
         """Write a chat to ``path`` as ``kind`` ("markdown" or "json"); "" when done, else a sentence.
 
@@ -409,11 +444,13 @@ class ChatSession(QObject):
 
     def _start_reply(self, cid: int) -> None:
         turns = prompt_turns(self.system_prompt(cid), self._store.messages(cid))
+        temperature, max_tokens = self.reply_settings(cid)
         request = build_request(
             self._settings,
             [ChatMessage(t.role, t.content) for t in turns],
             speculation_enabled=self._settings.speculation,
-            max_tokens=self._max_tokens,
+            max_tokens=max_tokens,
+            temperature=temperature,
             session=str(cid),  # adaptive speculation learns per conversation
             resume_speculation=self._resume_speculation,
         )

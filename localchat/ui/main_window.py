@@ -30,10 +30,11 @@ from PySide6.QtWidgets import (
 )
 
 from localchat.engine.types import EngineInfo, FinishReason, TokenEvent
-from localchat.services.chat_session import ChatSession, ReplyEnd, ShownMessage
+from localchat.services.chat_session import CHAT_OPTIONS, ChatSession, ReplyEnd, ShownMessage
 from localchat.services.requests import build_engine_config
 from localchat.settings import OPTIONS, folders
 from localchat.ui import formatting
+from localchat.ui.chat_settings_dialog import ChatSettingsDialog
 from localchat.ui.chat_view import ChatView, DisplayMessage
 from localchat.ui.composer import Composer
 from localchat.ui.settings_dialog import SettingsDialog, TokenKeeper
@@ -152,6 +153,9 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&Chat")
         self.new_action = QAction("New chat", self)
         file_menu.addAction(self.new_action)
+        self.chat_settings_action = QAction("Chat settings…", self)
+        self.chat_settings_action.setToolTip("This chat's own temperature and reply length")
+        file_menu.addAction(self.chat_settings_action)
         file_menu.addSeparator()
         self.export_markdown_action = QAction("Export chat as Markdown…", self)
         self.export_json_action = QAction("Export chat as JSON…", self)
@@ -219,6 +223,7 @@ class MainWindow(QMainWindow):
         self.new_action.triggered.connect(self._on_sidebar_new_requested)
         self.quit_action.triggered.connect(self.close)
         self.export_markdown_action.triggered.connect(self._on_export_markdown_action_triggered)
+        self.chat_settings_action.triggered.connect(self._on_chat_settings_action_triggered)
         self.export_json_action.triggered.connect(self._on_export_json_action_triggered)
         self.open_model_action.triggered.connect(self._on_open_model_action_triggered)
         self.manager_action.triggered.connect(self.model_manager_requested)
@@ -393,6 +398,25 @@ class MainWindow(QMainWindow):
         if self.session.current_id is not None:
             self.export_conversation(self.session.current_id, "json")
 
+    def _on_chat_settings_action_triggered(self) -> None:
+        cid = self.session.current_id
+        if cid is None:
+            return
+        dialog = self.chat_settings_dialog(cid)
+        if dialog.exec():
+            self.session.set_chat_options(cid, dialog.values())
+        dialog.deleteLater()
+
+    def chat_settings_dialog(self, conversation_id: int) -> ChatSettingsDialog:
+        """The Chat settings dialog of one chat, filled in (the caller runs it)."""
+        app = {name: self._settings.get(name) for name in CHAT_OPTIONS}
+        return ChatSettingsDialog(
+            self.session.conversation(conversation_id).title,
+            self.session.chat_options(conversation_id),
+            app,
+            self,
+        )
+
     def export_conversation(self, conversation_id: int, kind: str) -> None:
         """Ask where to write the chat, then write it; the outcome is one sentence under the chat."""
         title = self.session.conversation(conversation_id).title
@@ -529,6 +553,7 @@ class MainWindow(QMainWindow):
         self.regenerate_button.setEnabled(not busy and has_chat)
         self.edit_button.setEnabled(not busy and has_chat)
         self.export_markdown_action.setEnabled(has_chat)
+        self.chat_settings_action.setEnabled(has_chat)
         self.export_json_action.setEnabled(has_chat)
 
     def _show_conversation(self, conversation_id: int) -> None:

@@ -380,3 +380,30 @@ def test_each_reply_keeps_the_catalog_name_of_the_model_that_wrote_it(
     assert [m.model for m in s.messages(s.current_id) if m.role == "assistant"] == [
         "Qwen2.5-Coder 1.5B Instruct · Q4_K_M", "somebody-elses.gguf",
     ]
+
+
+def test_the_reply_length_is_a_setting_and_a_chat_may_have_its_own(
+    session: ChatSession, engine: FakeEngine, settings: SettingsService
+) -> None:
+    assert session.send("Hello")
+    assert engine.requests[-1].max_tokens == 1024  # the setting's default
+    assert engine.requests[-1].sampling.temperature == 0.7
+    engine.finish()
+    settings.set("max_reply_tokens", 300)
+    settings.set("temperature", 0.5)
+    assert session.regenerate()
+    assert engine.requests[-1].max_tokens == 300
+    engine.finish()
+    cid = session.current_id
+    assert cid is not None
+    assert session.set_chat_options(cid, {"temperature": 0.1, "max_reply_tokens": 64})
+    assert session.regenerate()
+    assert (engine.requests[-1].max_tokens, engine.requests[-1].sampling.temperature) == (64, 0.1)
+    engine.finish()
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+    assert not session.set_chat_options(cid, {"max_reply_tokens": 5})  # below the option's minimum
+    assert notices and "max_reply_tokens must be at least 16" in notices[-1]
+    assert session.chat_options(cid) == {"temperature": 0.1, "max_reply_tokens": 64}
+    assert session.set_chat_options(cid, {})
+    assert session.reply_settings(cid) == (0.5, 300)

@@ -378,3 +378,40 @@ def test_export_from_the_menu_and_the_sidebar(qtbot, parts: AppParts, tmp_path: 
     w.export_markdown_action.trigger()
     assert w.notice.text().startswith("Could not export the chat to")
     assert "folder does not exist" in w.notice.text()
+
+
+def test_chat_settings_are_kept_with_the_chat(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from localchat.ui.chat_settings_dialog import ChatSettingsDialog
+
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    assert w.chat_settings_action.isEnabled()
+
+    def fill() -> None:
+        dialog = QApplication.activeModalWidget()
+        if not isinstance(dialog, ChatSettingsDialog):
+            QTimer.singleShot(20, fill)
+            return
+        assert not dialog.temperature.isEnabled() and dialog.temperature.value() == 0.7
+        dialog.own_temperature.setChecked(True)
+        dialog.temperature.setValue(0.25)
+        dialog.own_length.setChecked(True)
+        dialog.length.setValue(200)
+        dialog.accept()
+
+    QTimer.singleShot(0, fill)
+    w.chat_settings_action.trigger()
+    assert parts.store.get(w.conversation_id).options == {"temperature": 0.25, "max_reply_tokens": 200}
+    w.regenerate()
+    assert (engine.requests[-1].max_tokens, engine.requests[-1].sampling.temperature) == (200, 0.25)
+    engine.finish()
+    dialog = w.chat_settings_dialog(w.conversation_id)
+    assert dialog.own_length.isChecked() and dialog.length.value() == 200
+    dialog.own_length.setChecked(False)
+    assert dialog.length.value() == 1024  # back to showing the app's setting
+    assert dialog.values() == {"temperature": 0.25}
+    w.new_conversation()
+    assert not w.chat_settings_action.isEnabled()
