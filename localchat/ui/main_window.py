@@ -89,9 +89,7 @@ class MainWindow(QMainWindow):
         self.stop_button = QPushButton("Stop", self)
         self.stop_button.setToolTip("Stop the reply (Esc)")
         self.regenerate_button = QPushButton("Regenerate", self)
-        self.regenerate_button.setToolTip("Write the last reply again")
         self.edit_button = QPushButton("Edit last message", self)
-        self.edit_button.setToolTip("Change your last message and send it again")
         self.notice = QLabel("", self)
         self.notice.setObjectName("notice")
         self.notice.setWordWrap(True)
@@ -127,7 +125,7 @@ class MainWindow(QMainWindow):
 
         self._build_menus()
         self.stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
-        self.new_shortcut = QShortcut(QKeySequence("Ctrl+N"), self)
+        self._name_shortcuts()
         self.status.set_speculation_enabled(self._settings.speculation)
         self.chat_view.set_colour_drafted(self._settings.colour_accepted_tokens)
         apply_theme(self._settings.theme)
@@ -151,8 +149,23 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&Chat")
+        # Standard keys where Qt has one (each platform's own), the usual chat-app keys elsewhere;
+        # every shortcut is on a menu action, so the menus show it.
         self.new_action = QAction("New chat", self)
+        self.new_action.setShortcut(QKeySequence.StandardKey.New)
         file_menu.addAction(self.new_action)
+        self.search_action = QAction("Search chats", self)
+        self.search_action.setShortcut(QKeySequence.StandardKey.Find)
+        file_menu.addAction(self.search_action)
+        file_menu.addSeparator()
+        self.regenerate_action = QAction("Regenerate reply", self)
+        self.regenerate_action.setShortcut(QKeySequence("Ctrl+R"))
+        file_menu.addAction(self.regenerate_action)
+        self.edit_action = QAction("Edit last message", self)
+        self.edit_action.setShortcut(QKeySequence("Ctrl+E"))
+        self.edit_action.setToolTip("Also Up in an empty message box")
+        file_menu.addAction(self.edit_action)
+        file_menu.addSeparator()
         self.chat_settings_action = QAction("Chat settings…", self)
         self.chat_settings_action.setToolTip("This chat's own temperature and reply length")
         file_menu.addAction(self.chat_settings_action)
@@ -172,6 +185,12 @@ class MainWindow(QMainWindow):
         model_menu.addAction(self.manager_action)
         self.benchmark_action = QAction("Benchmark…", self)
         model_menu.addAction(self.benchmark_action)
+        model_menu.addSeparator()
+        self.speculation_action = QAction("Speculative decoding", self)
+        self.speculation_action.setCheckable(True)
+        self.speculation_action.setChecked(self._settings.speculation)
+        self.speculation_action.setShortcut(QKeySequence("Ctrl+Shift+S"))
+        model_menu.addAction(self.speculation_action)
         settings_menu = self.menuBar().addMenu("&Settings")
         self.settings_action = QAction("Settings…", self)
         self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
@@ -180,6 +199,19 @@ class MainWindow(QMainWindow):
         self.log_folder_action = QAction("Open log folder", self)
         self.log_folder_action.setToolTip("Where engine.log is: attach it to a bug report")
         help_menu.addAction(self.log_folder_action)
+
+    def _name_shortcuts(self) -> None:
+        """Say each button's key in its tooltip, as the menus show them."""
+        for button, action, text in (
+            (self.regenerate_button, self.regenerate_action, "Write the last reply again"),
+            (self.edit_button, self.edit_action, "Change your last message and send it again"),
+        ):
+            key = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+            button.setToolTip(f"{text} ({key})")
+        new_key = self.new_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        self.sidebar.new_button.setToolTip(f"Start a new conversation ({new_key})")
+        find_key = self.search_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        self.sidebar.search.setPlaceholderText(f"Search chats ({find_key})")
 
     def _connect_signals(self) -> None:
         """Every connection this window makes, in one place."""
@@ -230,7 +262,11 @@ class MainWindow(QMainWindow):
         self.benchmark_action.triggered.connect(self._on_benchmark_action_triggered)
         self.settings_action.triggered.connect(self._on_settings_action_triggered)
         self.stop_shortcut.activated.connect(self._on_stop_shortcut_activated)
-        self.new_shortcut.activated.connect(self._on_sidebar_new_requested)
+        self.search_action.triggered.connect(self._on_search_action_triggered)
+        self.regenerate_action.triggered.connect(self._on_regenerate_button_clicked)
+        self.edit_action.triggered.connect(self._on_edit_button_clicked)
+        self.composer.edit_last_requested.connect(self._on_edit_button_clicked)
+        self.speculation_action.toggled.connect(self._on_speculation_action_toggled)
 
     def _on_benchmark_action_triggered(self) -> None:
         from localchat.ui.bench_dialog import open_benchmark_dialog
@@ -494,6 +530,14 @@ class MainWindow(QMainWindow):
                 self._show_conversation(cid)
             self._update_buttons()
 
+    def _on_search_action_triggered(self) -> None:
+        self.sidebar.search.setFocus()
+        self.sidebar.search.selectAll()
+
+    def _on_speculation_action_toggled(self, enabled: bool) -> None:
+        if enabled != self._settings.speculation:
+            self._settings.set("speculation", enabled)
+
     def _on_status_speculation_toggled(self, enabled: bool) -> None:
         self._settings.set("speculation", enabled)
 
@@ -524,6 +568,7 @@ class MainWindow(QMainWindow):
     def _on_settings_changed(self, name: str, value: object) -> None:
         if name == "speculation":
             self.status.set_speculation_enabled(bool(value))
+            self.speculation_action.setChecked(bool(value))
         elif name == "colour_accepted_tokens":
             self.chat_view.set_colour_drafted(bool(value))
         elif name == "theme":
@@ -552,6 +597,8 @@ class MainWindow(QMainWindow):
         self.send_button.setEnabled(not busy)
         self.regenerate_button.setEnabled(not busy and has_chat)
         self.edit_button.setEnabled(not busy and has_chat)
+        self.regenerate_action.setEnabled(not busy and has_chat)
+        self.edit_action.setEnabled(not busy and has_chat)
         self.export_markdown_action.setEnabled(has_chat)
         self.chat_settings_action.setEnabled(has_chat)
         self.export_json_action.setEnabled(has_chat)

@@ -179,7 +179,7 @@ def test_ctrl_n_starts_a_new_chat(qtbot, parts: AppParts, tmp_path: Path) -> Non
     w.send_message("hi")
     engine.finish(FinishReason.STOP)
     assert w.conversation_id is not None
-    w.new_shortcut.activated.emit()
+    w.new_action.trigger()
     assert w.conversation_id is None
     assert w.chat_view.toPlainText().strip() != "hi"
 
@@ -415,3 +415,46 @@ def test_chat_settings_are_kept_with_the_chat(qtbot, parts: AppParts, tmp_path: 
     assert dialog.values() == {"temperature": 0.25}
     w.new_conversation()
     assert not w.chat_settings_action.isEnabled()
+
+
+def test_keyboard_shortcuts_are_on_the_menus_and_work(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    from PySide6.QtGui import QKeySequence
+
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    menu_keys = {
+        a.text(): a.shortcut().toString()
+        for top in w.menuBar().actions()
+        for a in top.menu().actions()
+    }
+    assert menu_keys["New chat"] == QKeySequence(QKeySequence.StandardKey.New).toString()
+    assert menu_keys["Search chats"] == QKeySequence(QKeySequence.StandardKey.Find).toString()
+    assert menu_keys["Regenerate reply"] == "Ctrl+R"
+    assert menu_keys["Edit last message"] == "Ctrl+E"
+    assert menu_keys["Speculative decoding"] == "Ctrl+Shift+S"
+    assert "Ctrl+R" in w.regenerate_button.toolTip()
+    w.show()
+    w.activateWindow()
+    qtbot.waitUntil(w.isActiveWindow)
+    w.composer.setFocus()
+    requests = len(engine.requests)
+    qtbot.keyClick(w.composer, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    assert len(engine.requests) == requests + 1 and w.generating  # regenerate
+    engine.finish()
+    qtbot.keyClick(w.composer, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
+    assert w.composer.toPlainText() == "Second?" and w.session.editing
+    w.composer.clear()
+    w.session.stop_editing()
+    qtbot.keyClick(w.composer, Qt.Key.Key_Up)  # Up in the empty box edits the last message too
+    assert w.composer.toPlainText() == "Second?" and w.session.editing
+    qtbot.keyClick(w.composer, Qt.Key.Key_Up)  # with text in the box Up only moves the cursor
+    assert w.composer.toPlainText() == "Second?"
+    assert w.speculation_action.isChecked() and parts.settings.speculation
+    mods = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    qtbot.keyClick(w.composer, Qt.Key.Key_S, mods)
+    assert not parts.settings.speculation and not w.status.speculation_enabled
+    assert not w.speculation_action.isChecked()
+    qtbot.keyClick(w.composer, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    assert w.sidebar.search.hasFocus()
+    qtbot.keyClick(w.sidebar.search, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert w.conversation_id is None
