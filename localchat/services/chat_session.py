@@ -1,8 +1,10 @@
 """ChatSession: the life of the conversations in the window, without a widget.
 
 It owns what happens between the user's words and the engine's reply: which
-conversation is current, sending, regenerating, editing the last message and
-stopping; the prompt (through ``chat.prompt_turns``); the store (every write
+conversation is current, sending, regenerating (the earlier answers are kept
+in the store, and the one the user switches to is the one the next prompt
+holds), editing the last message, deleting messages, stopping, a chat's own
+settings and its export; the prompt (through ``chat.prompt_turns``); the store (every write
 goes through here, and a write that fails is a sentence, never a lost
 message); and when the engine is started again after a crash. What to load
 again is the engine client's own ``config`` (one owner); ChatSession only
@@ -100,6 +102,7 @@ class ShownMessage:
     complete: bool
     model: str = ""  # the name of the model that wrote a reply ("" when not recorded)
     id: int | None = None  # the stored row (delete, copy, switch between answers)
+    variant: tuple[int, int] = (1, 1)  # which of the answers to its message this one is, of how many
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class _Reply:
     saved_len: int = 0
     saved_at: float = 0.0
     save_problem: str = ""
+    replaces: int | None = None  # regenerate: the answer this one joins as another variant
 
 
 class ChatSession(QObject):
@@ -234,12 +238,41 @@ class ChatSession(QObject):
         The reply being written is left out: its saved copy lags behind the text
         the view streams (``reply_text``).
         """
-        live = self._reply.message_id if self._reply is not None else None
-        return [
-            _shown(m)
-            for m in self._store.messages(conversation_id)
-            if m.role in ("user", "assistant") and (m.role == "user" or m.content.strip()) and m.id != live
-        ]
+        reply = self._reply
+        hidden = {reply.message_id, reply.replaces} if reply is not None else set()
+        every = self._store.messages(conversation_id, every=True)
+        groups: dict[int, list[int]] = {}
+        for m in every:
+            if m.variant_group is not None and m.id not in hidden:
+                groups.setdefault(m.variant_group, []).append(m.id)
+        shown: list[ShownMessage] = []
+        for m in every:
+            if not m.shown or m.id in hidden or m.role not in ("user", "assistant"):
+                continue
+            if m.role == "assistant" and not m.content.strip():
+                continue
+            ids = groups.get(m.variant_group, [m.id]) if m.variant_group is not None else [m.id]
+            shown.append(dataclasses.replace(_shown(m), variant=(ids.index(m.id) + 1, len(ids))))
+        return shown
+
+    def switch_variant(self, message_id: int, step: int) -> bool:
+        """Show the answer ``step`` places after (or before) this one among the answers to its message.
+
+        The next reply's prompt is built from the one shown. Refused while that chat is answering.
+        """
+        try:
+            variants = [m.id for m in self._store.variants(message_id)]
+            conversation_id = self._store.message(message_id).conversation_id
+        except ChatStoreError as exc:
+            emit(self.notice, str(exc))
+            return False
+        if self.reply_conversation_id == conversation_id:
+            emit(self.notice, "Wait for the reply, or stop it, before switching answers.")
+            return False
+        target = variants[max(0, min(len(variants) - 1, variants.index(message_id) + step))]
+        if target == message_id:
+            return False
+        return self._write(lambda: self._store.show_variant(target))
 
     def system_prompt(self, conversation_id: int | None = None) -> str:
         cid = self._current if conversation_id is None else conversation_id
@@ -413,13 +446,14 @@ class ChatSession(QObject):
         if self.generating or cid is None:
             return False
         messages = self._store.messages(cid)
-        if (not messages or messages[-1].role == "assistant") and not self._drop_last_exchange(
-            cid, keep_user=True
-        ):
+        replaces: int | None = None
+        if messages and messages[-1].role == "assistant" and messages[-1].content.strip():
+            replaces = messages[-1].id  # kept: the new answer joins it, and the user can switch back
+        elif not self._drop_last_exchange(cid, keep_user=True):
             return False
         if not self._store.messages(cid):
             return False
-        self._start_reply(cid)
+        self._start_reply(cid, replaces=replaces)
         return True
 
     def edit_last(self) -> str | None:
@@ -442,8 +476,9 @@ class ChatSession(QObject):
 
     # -- replies --------------------------------------------------------------------
 
-    def _start_reply(self, cid: int) -> None:
-        turns = prompt_turns(self.system_prompt(cid), self._store.messages(cid))
+    def _start_reply(self, cid: int, *, replaces: int | None = None) -> None:
+        history = [m for m in self._store.messages(cid) if m.id != replaces]
+        turns = prompt_turns(self.system_prompt(cid), history)
         temperature, max_tokens = self.reply_settings(cid)
         request = build_request(
             self._settings,
@@ -455,7 +490,7 @@ class ChatSession(QObject):
             resume_speculation=self._resume_speculation,
         )
         self._resume_speculation = False
-        self._reply = _Reply(cid)
+        self._reply = _Reply(cid, replaces=replaces)
         emit(self.reply_started, cid)
         if self._dead or (self._info is None and not self._loading):
             # After a crash the next message is the moment to start again, with what the engine last loaded.
@@ -483,7 +518,8 @@ class ChatSession(QObject):
                 # The model's name goes with the first text, so a reply cut short by a crash keeps it.
                 model = {"model": self.target_name} if self.target_name else None
                 row = self._store.add_message(
-                    reply.conversation_id, "assistant", reply.text, stats=model, complete=False
+                    reply.conversation_id, "assistant", reply.text, stats=model, complete=False,
+                    variant_of=reply.replaces,
                 )
                 reply.message_id = row.id
             else:
@@ -522,7 +558,8 @@ class ChatSession(QObject):
                 )
             elif reply.text.strip():
                 self._store.add_message(
-                    reply.conversation_id, "assistant", reply.text, stats=stats, complete=complete
+                    reply.conversation_id, "assistant", reply.text, stats=stats, complete=complete,
+                    variant_of=reply.replaces,
                 )
         except NotFoundError:
             return ""  # the user deleted the chat while its reply was being written

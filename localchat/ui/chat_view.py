@@ -7,7 +7,9 @@ document is redrawn at most ten times a second.
 Each message's header carries "Copy" and "Delete" links (a QTextDocument holds
 no buttons), and a right-click on a message offers the same in a menu: the
 header is a named anchor, so the click's document position finds its message.
-The view only asks: deleting is the window's and the session's business.
+A reply that was regenerated shows "‹ 2/3 ›" there, to switch between the
+answers kept. The view only asks: deleting and switching are the window's and
+the session's business.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class DisplayMessage:
     drafted: tuple[int, ...] = ()  # which characters came from accepted drafts (engine.textruns)
     label: str = ""  # who wrote a reply: the model's name ("" shows "Assistant")
     message_id: int | None = None  # the stored row; None for a notice or a reply not yet reloaded
+    variant: tuple[int, int] = (1, 1)  # a reply: which of the answers to its message, of how many
 
 
 def palette_colors(palette: QPalette) -> Colors:
@@ -64,6 +67,7 @@ class ChatView(QTextBrowser):
     code_copied = Signal(str)
     message_copied = Signal(str)  # the whole text of one message, now on the clipboard
     delete_requested = Signal(int)  # the stored id of the message the user wants deleted
+    variant_requested = Signal(int, int)  # a reply's id, and -1 (the answer before) or +1 (after)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -206,6 +210,8 @@ class ChatView(QTextBrowser):
             actions = f'&nbsp;&nbsp;&nbsp;<a href="msgcopy:{index}" {link}>Copy</a>'
             if message.message_id is not None:
                 actions += f'&nbsp;&nbsp;<a href="msgdelete:{message.message_id}" {link}>Delete</a>'
+            if message.message_id is not None and message.variant[1] > 1:
+                actions = self._switcher(message.message_id, message.variant) + actions
         head = f'<p style="margin-top:14px; margin-bottom:2px;">{name}{actions}</p>'
         if message.role == "user":
             return (
@@ -213,6 +219,21 @@ class ChatView(QTextBrowser):
                 f'bgcolor="{c.user_background}"><tr><td>{body}</td></tr></table>{footer}'
             )
         return f"{head}{body}{footer}"
+
+    def _switcher(self, message_id: int, variant: tuple[int, int]) -> str:
+        """"‹ 2/3 ›" after a reply's name: the earlier and later answers regenerate kept."""
+        c = self._colors
+        index, count = variant
+        style = f'style="color:{c.link}; text-decoration:none; font-weight:bold;"'
+        dim = f'<span style="color:{c.muted};">'
+        before = f"{dim}&lsaquo;</span>"
+        after = f"{dim}&rsaquo;</span>"
+        if index > 1:
+            before = f'<a href="variant:{message_id}:-1" {style}>&lsaquo;</a>'
+        if index < count:
+            after = f'<a href="variant:{message_id}:1" {style}>&rsaquo;</a>'
+        # The first and last answers grey out the way that leads nowhere.
+        return f"&nbsp;&nbsp;&nbsp;{before}&nbsp;{dim}{index}/{count}</span>&nbsp;{after}"
 
     def redraw(self) -> None:
         at_end = self._at_end()
@@ -328,5 +349,9 @@ class ChatView(QTextBrowser):
             self.copy_message(int(url.path()))
         elif url.scheme() == "msgdelete" and url.path().isdigit():
             emit(self.delete_requested, int(url.path()))
+        elif url.scheme() == "variant":
+            message_id, _, step = url.path().partition(":")
+            if message_id.isdigit() and step in ("-1", "1"):
+                emit(self.variant_requested, int(message_id), int(step))
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)

@@ -243,6 +243,7 @@ class MainWindow(QMainWindow):
         self.chat_view.code_copied.connect(self._on_chat_view_code_copied)
         self.chat_view.message_copied.connect(self._on_chat_view_message_copied)
         self.chat_view.delete_requested.connect(self._on_chat_view_delete_requested)
+        self.chat_view.variant_requested.connect(self._on_chat_view_variant_requested)
         self.status.speculation_toggled.connect(self._on_status_speculation_toggled)
         settings: Any = self._settings
         settings.changed.connect(self._on_settings_changed)
@@ -504,6 +505,11 @@ class MainWindow(QMainWindow):
     def _on_chat_view_delete_requested(self, message_id: int) -> None:
         self.delete_message(message_id)
 
+    def _on_chat_view_variant_requested(self, message_id: int, step: int) -> None:
+        cid = self.session.current_id
+        if self.session.switch_variant(message_id, step) and cid is not None:
+            self._show_conversation(cid)
+
     def delete_message(self, message_id: int) -> None:
         """Delete a reply at once; for one of the user's messages, ask whether what follows goes too."""
         shown = [m for m in self.chat_view.messages if m.message_id == message_id]
@@ -641,5 +647,6 @@ def _display(message: ShownMessage) -> DisplayMessage:
     elif message.role == "assistant" and not message.complete and message.stats is None:
         footer = "Interrupted."
     return DisplayMessage(
-        message.role, message.content, footer, message.drafted_runs, message.model, message.id
+        message.role, message.content, footer, message.drafted_runs, message.model, message.id,
+        message.variant,
     )

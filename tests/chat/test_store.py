@@ -299,3 +299,21 @@ def test_a_chat_keeps_its_own_settings(store: ConversationStore) -> None:
     assert store.set_options(c.id, {}).options == {}
     with pytest.raises(NotFoundError):
         store.set_options(c.id + 99, {"temperature": 0.1})
+
+
+def test_answers_kept_by_regenerate_switch_and_delete(store: ConversationStore) -> None:
+    c = store.create("Chat")
+    store.add_message(c.id, "user", "Hi")
+    first = store.add_message(c.id, "assistant", "Hello")
+    second = store.add_message(c.id, "assistant", "Hey", variant_of=first.id)
+    third = store.add_message(c.id, "assistant", "Howdy", complete=False, variant_of=second.id)
+    assert [m.content for m in store.messages(c.id)] == ["Hi", "Howdy"]  # only the one shown
+    assert [m.content for m in store.messages(c.id, every=True)] == ["Hi", "Hello", "Hey", "Howdy"]
+    assert [m.id for m in store.variants(first.id)] == [first.id, second.id, third.id]
+    store.show_variant(first.id)
+    assert [m.content for m in store.messages(c.id)] == ["Hi", "Hello"]
+    store.delete_message(first.id)  # the shown one goes: the newest other answer is shown
+    assert [m.content for m in store.messages(c.id)] == ["Hi", "Howdy"]
+    assert [m.id for m in store.variants(second.id)] == [second.id, third.id]
+    store.update_message(third.id, content="Howdy!", complete=True)
+    assert store.message(third.id).variant_group == first.id and store.message(third.id).shown

@@ -407,3 +407,43 @@ def test_the_reply_length_is_a_setting_and_a_chat_may_have_its_own(
     assert session.chat_options(cid) == {"temperature": 0.1, "max_reply_tokens": 64}
     assert session.set_chat_options(cid, {})
     assert session.reply_settings(cid) == (0.5, 300)
+
+
+def test_regenerate_keeps_earlier_answers_and_the_prompt_uses_the_shown_one(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    assert session.send("Name a colour")
+    engine.stream("Red.")
+    engine.finish()
+    assert session.regenerate()
+    assert [m.content for m in engine.requests[-1].messages] == ["Name a colour"]  # not the kept answer
+    cid = session.current_id
+    assert cid is not None
+    assert [m.content for m in session.messages(cid)] == ["Name a colour"]  # the old one hidden meanwhile
+    engine.stream("Blue.")
+    engine.finish()
+    shown = session.messages(cid)
+    assert [(m.content, m.variant) for m in shown] == [("Name a colour", (1, 1)), ("Blue.", (2, 2))]
+    assert shown[1].id is not None
+    assert session.switch_variant(shown[1].id, -1)
+    shown = session.messages(cid)
+    assert [(m.content, m.variant) for m in shown] == [("Name a colour", (1, 1)), ("Red.", (1, 2))]
+    assert shown[1].id is not None
+    assert not session.switch_variant(shown[1].id, -1)  # already the first
+    assert session.send("Another")
+    assert [m.content for m in engine.requests[-1].messages] == ["Name a colour", "Red.", "Another"]
+    engine.finish()
+    assert len(store.messages(cid, every=True)) == 4  # both answers kept (the last reply had no text)
+
+
+def test_a_regenerate_stopped_before_any_text_keeps_the_answer_shown(
+    session: ChatSession, engine: FakeEngine
+) -> None:
+    assert session.send("Hi")
+    engine.stream("Hello.")
+    engine.finish()
+    assert session.regenerate()
+    session.cancel()
+    cid = session.current_id
+    assert cid is not None
+    assert [(m.content, m.variant) for m in session.messages(cid)] == [("Hi", (1, 1)), ("Hello.", (1, 1))]

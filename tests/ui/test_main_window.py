@@ -458,3 +458,25 @@ def test_keyboard_shortcuts_are_on_the_menus_and_work(qtbot, parts: AppParts, tm
     assert w.sidebar.search.hasFocus()
     qtbot.keyClick(w.sidebar.search, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     assert w.conversation_id is None
+
+
+def test_regenerate_shows_a_switcher_between_the_answers(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    from PySide6.QtCore import QUrl
+
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    assert "1/1" not in w.chat_view.toPlainText()  # one answer: no switcher
+    w.regenerate()
+    assert "Two." not in w.chat_view.toPlainText()  # the answer being replaced is not shown meanwhile
+    engine.stream("Deux.")
+    engine.finish()
+    assert "‹ 2/2 ›" in w.chat_view.toPlainText() and "Deux." in w.chat_view.toPlainText()
+    reply = w.chat_view.messages[-1]
+    assert reply.variant == (2, 2) and reply.message_id is not None
+    assert f'href="variant:{reply.message_id}:-1"' in w.chat_view.toHtml()
+    w.chat_view.anchorClicked.emit(QUrl(f"variant:{reply.message_id}:-1"))
+    text = w.chat_view.toPlainText()
+    assert "‹ 1/2 ›" in text and "Two." in text and "Deux." not in text
+    w.send_message("Third?")
+    assert [m.content for m in engine.requests[-1].messages][-3:] == ["Second?", "Two.", "Third?"]
+    engine.finish()
