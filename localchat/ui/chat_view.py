@@ -58,6 +58,7 @@ def palette_colors(palette: QPalette) -> Colors:
         link=palette.color(QPalette.ColorRole.Link).name(),
         user_background=user_bg.name(),
         drafted="#7ee787" if dark else "#1a7f37",
+        dark=dark,
     )
 
 

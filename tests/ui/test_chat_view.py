@@ -144,3 +144,13 @@ def test_the_context_menu_acts_on_the_message_under_the_pointer(qtbot, view: Cha
     last = view.message_menu(view.message_at(view.cursorRect(cursor).center()))
     last_names = [a.objectName() for a in last.actions()]
     assert "copy_message" in last_names and "delete_message" not in last_names
+
+
+def test_code_blocks_are_highlighted_in_the_view(view: ChatView) -> None:
+    view.set_messages([DisplayMessage("assistant", "```python\nimport os\n```")])
+    assert "import os" in view.toPlainText()
+    # The document keeps the keyword's colour as a character format (not only in the HTML given to it).
+    cursor = view.document().find("import")
+    assert not cursor.isNull()
+    colour = cursor.charFormat().foreground().color()
+    assert colour.name() != view._colors.text  # coloured as a keyword, not the text colour
