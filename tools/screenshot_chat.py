@@ -1,7 +1,8 @@
 """Capture docs/screenshots/chat-features[-dark].png: a highlighted code block and the answer switcher.
 
-    xvfb-run -s "-screen 0 1280x820x24" python tools/screenshot_chat.py light docs/screenshots/chat-features.png
-    xvfb-run -s "-screen 0 1280x820x24" python tools/screenshot_chat.py dark docs/screenshots/chat-features-dark.png
+    export PYTHONPATH=. XVFB='-screen 0 1280x820x24'
+    xvfb-run -a -s "$XVFB" python tools/screenshot_chat.py light docs/screenshots/chat-features.png
+    xvfb-run -a -s "$XVFB" python tools/screenshot_chat.py dark docs/screenshots/chat-features-dark.png
 
 The chat is written into a fresh history (no model runs, so no reply carries speed figures):
 one question, and two answers to it as a regenerate leaves them, the second shown.
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import QApplication
 from localchat.app import build_main_window
 
 QUESTION = "Write a Python function that checks whether a string is a palindrome."
-FIRST = "Compare the string with its reverse:\n\n```python\ndef is_palindrome(s):\n    return s == s[::-1]\n```"
+FIRST = "Compare it with its reverse:\n\n```python\ndef is_palindrome(s):\n    return s == s[::-1]\n```"
 SECOND = """Ignore case and punctuation first, then compare with the reverse:
 
 ```python

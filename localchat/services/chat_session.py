@@ -160,7 +160,7 @@ class ChatSession(QObject):
         self._model_name = model_name
         self._current: int | None = None
         self._reply: _Reply | None = None
-        self._editing = False
+        self._editing: int | None = None  # the user message a send replaces (with all after it)
         self._info: EngineInfo | None = None
         self._loading = False
         self._dead = False
@@ -205,7 +205,7 @@ class ChatSession(QObject):
 
     @property
     def editing(self) -> bool:
-        return self._editing
+        return self._editing is not None
 
     @property
     def engine_info(self) -> EngineInfo | None:
@@ -281,7 +281,7 @@ class ChatSession(QObject):
     def select(self, conversation_id: int | None) -> None:
         """Make a conversation current (None: a new, empty chat)."""
         self._current = conversation_id
-        self._editing = False
+        self._editing = None
 
     def new_conversation(self) -> None:
         if self.generating:
@@ -432,11 +432,11 @@ class ChatSession(QObject):
             if cid is None:
                 return False
             self._current = cid
-        if self._editing and not self._drop_last_exchange(cid, keep_user=False):
+        if self._editing is not None and not self._drop_from(self._editing):
             return False
         if not self._write(lambda: self._store.add_message(cid, "user", text), changed=True):
             return False
-        self._editing = False
+        self._editing = None
         self._start_reply(cid)
         return True
 
@@ -463,11 +463,28 @@ class ChatSession(QObject):
         users = [m for m in self._store.messages(self._current) if m.role == "user"]
         if not users:
             return None
-        self._editing = True
+        self._editing = users[-1].id
         return users[-1].content
 
+    def edit_message(self, message_id: int) -> str | None:
+        """Start editing one of the user's messages in the current chat: returns its text.
+
+        Sending then replaces it and everything after it, and the chat continues from there.
+        None (nothing to edit) while a reply is written, or for a message not the user's here.
+        """
+        if self.generating or self._current is None:
+            return None
+        try:
+            message = self._store.message(message_id)
+        except ChatStoreError:
+            return None
+        if message.role != "user" or message.conversation_id != self._current:
+            return None
+        self._editing = message.id
+        return message.content
+
     def stop_editing(self) -> None:
-        self._editing = False
+        self._editing = None
 
     def cancel(self) -> None:
         if self.generating:
@@ -652,6 +669,14 @@ class ChatSession(QObject):
         created: list[int] = []
         ok = self._write(lambda: created.append(self._store.create(title).id), changed=True)
         return created[0] if ok else None
+
+    def _drop_from(self, message_id: int) -> bool:
+        """Delete the message being edited and everything after it (gone already: nothing to do)."""
+        try:
+            self._store.message(message_id)
+        except NotFoundError:
+            return True
+        return self._write(lambda: self._store.delete_messages_from(message_id))
 
     def _drop_last_exchange(self, cid: int, *, keep_user: bool) -> bool:
         """Delete the last user message (unless ``keep_user``) and everything after it."""

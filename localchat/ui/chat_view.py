@@ -4,7 +4,7 @@ One QTextBrowser holds the whole conversation. Finished messages are converted
 once and cached; while a reply streams only its own HTML is rebuilt, and the
 document is redrawn at most ten times a second.
 
-Each message's header carries "Copy" and "Delete" links (a QTextDocument holds
+Each message's header carries "Copy" and "Delete" links (and "Edit" on the user's) (a QTextDocument holds
 no buttons), and a right-click on a message offers the same in a menu: the
 header is a named anchor, so the click's document position finds its message.
 A reply that was regenerated shows "‹ 2/3 ›" there, to switch between the
@@ -68,6 +68,7 @@ class ChatView(QTextBrowser):
     code_copied = Signal(str)
     message_copied = Signal(str)  # the whole text of one message, now on the clipboard
     delete_requested = Signal(int)  # the stored id of the message the user wants deleted
+    edit_requested = Signal(int)  # the stored id of one of the user's messages to edit and send again
     variant_requested = Signal(int, int)  # a reply's id, and -1 (the answer before) or +1 (after)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -209,6 +210,8 @@ class ChatView(QTextBrowser):
             name = f'<a name="msg-{index}">{name}</a>'
             link = f'style="color:{c.muted}; text-decoration:none; font-size:small;"'
             actions = f'&nbsp;&nbsp;&nbsp;<a href="msgcopy:{index}" {link}>Copy</a>'
+            if message.message_id is not None and message.role == "user":
+                actions += f'&nbsp;&nbsp;<a href="msgedit:{message.message_id}" {link}>Edit</a>'
             if message.message_id is not None:
                 actions += f'&nbsp;&nbsp;<a href="msgdelete:{message.message_id}" {link}>Delete</a>'
             if message.message_id is not None and message.variant[1] > 1:
@@ -305,6 +308,11 @@ class ChatView(QTextBrowser):
         copy = menu.addAction("Copy message")
         copy.setObjectName("copy_message")
         copy.triggered.connect(lambda: self.copy_message(index))
+        if message.message_id is not None and message.role == "user":
+            edit_id = message.message_id
+            edit = menu.addAction("Edit and send again")
+            edit.setObjectName("edit_message")
+            edit.triggered.connect(lambda: emit(self.edit_requested, edit_id))
         if message.message_id is not None:
             message_id = message.message_id
             delete = menu.addAction("Delete message…" if message.role == "user" else "Delete reply")
@@ -348,6 +356,8 @@ class ChatView(QTextBrowser):
             emit(self.code_copied, code)
         elif url.scheme() == "msgcopy" and url.path().isdigit() and int(url.path()) < len(self._messages):
             self.copy_message(int(url.path()))
+        elif url.scheme() == "msgedit" and url.path().isdigit():
+            emit(self.edit_requested, int(url.path()))
         elif url.scheme() == "msgdelete" and url.path().isdigit():
             emit(self.delete_requested, int(url.path()))
         elif url.scheme() == "variant":

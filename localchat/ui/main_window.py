@@ -244,6 +244,7 @@ class MainWindow(QMainWindow):
         self.chat_view.message_copied.connect(self._on_chat_view_message_copied)
         self.chat_view.delete_requested.connect(self._on_chat_view_delete_requested)
         self.chat_view.variant_requested.connect(self._on_chat_view_variant_requested)
+        self.chat_view.edit_requested.connect(self._on_chat_view_edit_requested)
         self.status.speculation_toggled.connect(self._on_status_speculation_toggled)
         settings: Any = self._settings
         settings.changed.connect(self._on_settings_changed)
@@ -504,6 +505,20 @@ class MainWindow(QMainWindow):
 
     def _on_chat_view_delete_requested(self, message_id: int) -> None:
         self.delete_message(message_id)
+
+    def _on_chat_view_edit_requested(self, message_id: int) -> None:
+        self.edit_message(message_id)
+
+    def edit_message(self, message_id: int) -> None:
+        """Put one of the user's messages in the box; sending it continues the chat from there."""
+        text = self.session.edit_message(message_id)
+        if text is None:
+            if self.generating:
+                self._show_notice("Wait for the reply, or stop it, before editing a message.")
+            return
+        self.composer.setPlainText(text)
+        self.composer.setFocus()
+        self._show_notice("Editing your message: send it to replace it and all after it (Esc cancels).")
 
     def _on_chat_view_variant_requested(self, message_id: int, step: int) -> None:
         cid = self.session.current_id

@@ -447,3 +447,24 @@ def test_a_regenerate_stopped_before_any_text_keeps_the_answer_shown(
     cid = session.current_id
     assert cid is not None
     assert [(m.content, m.variant) for m in session.messages(cid)] == [("Hi", (1, 1)), ("Hello.", (1, 1))]
+
+
+def test_any_user_message_can_be_edited_and_the_chat_continues_from_there(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    for question, answer in (("one?", "1"), ("two?", "2"), ("three?", "3")):
+        assert session.send(question)
+        engine.stream(answer)
+        engine.finish()
+    cid = session.current_id
+    assert cid is not None
+    second = next(m for m in store.messages(cid) if m.content == "two?")
+    first_reply = next(m for m in store.messages(cid) if m.content == "1")
+    assert session.edit_message(first_reply.id) is None  # a reply is not edited
+    assert session.edit_message(second.id) == "two?" and session.editing
+    assert session.send("TWO?")
+    assert [m.content for m in engine.requests[-1].messages] == ["one?", "1", "TWO?"]
+    engine.stream("II")
+    engine.finish()
+    assert [c for _, c, _ in stored(store, session)] == ["one?", "1", "TWO?", "II"]
+    assert not session.editing

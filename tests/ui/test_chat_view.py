@@ -154,3 +154,13 @@ def test_code_blocks_are_highlighted_in_the_view(view: ChatView) -> None:
     assert not cursor.isNull()
     colour = cursor.charFormat().foreground().color()
     assert colour.name() != view._colors.text  # coloured as a keyword, not the text colour
+
+
+def test_a_users_message_menu_offers_edit(qtbot, view: ChatView) -> None:
+    view.set_messages([DisplayMessage("user", "question", message_id=7), DisplayMessage("assistant", "answer",
+                                                                                        message_id=8)])
+    user_menu = {a.objectName(): a for a in view.message_menu(0).actions()}
+    assert "edit_message" not in {a.objectName() for a in view.message_menu(1).actions()}
+    with qtbot.waitSignal(view.edit_requested) as blocker:
+        user_menu["edit_message"].trigger()
+    assert blocker.args == [7]

@@ -480,3 +480,22 @@ def test_regenerate_shows_a_switcher_between_the_answers(qtbot, parts: AppParts,
     w.send_message("Third?")
     assert [m.content for m in engine.requests[-1].messages][-3:] == ["Second?", "Two.", "Third?"]
     engine.finish()
+
+
+def test_editing_an_earlier_message_from_its_header(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    from PySide6.QtCore import QUrl
+
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    first = next(m for m in w.chat_view.messages if m.content == "First?")
+    assert f'href="msgedit:{first.message_id}"' in w.chat_view.toHtml()
+    reply = next(m for m in w.chat_view.messages if m.content == "One.")
+    assert f'href="msgedit:{reply.message_id}"' not in w.chat_view.toHtml()  # replies are not edited
+    w.chat_view.anchorClicked.emit(QUrl(f"msgedit:{first.message_id}"))
+    assert w.composer.toPlainText() == "First?" and "Editing your message" in w.notice.text()
+    w.composer.setPlainText("First, again?")
+    w.composer.submit()
+    assert [m.content for m in engine.requests[-1].messages] == ["First, again?"]
+    engine.stream("Again one.")
+    engine.finish()
+    assert [m.content for m in w.chat_view.messages] == ["First, again?", "Again one."]
