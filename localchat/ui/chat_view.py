@@ -126,7 +126,10 @@ class ChatView(QTextBrowser):
 
     def set_messages(self, messages: Sequence[DisplayMessage]) -> None:
         self._messages = list(messages)
-        self._cache.clear()
+        # Entries are checked against their message, so the same chat shown again (after a reply,
+        # a delete or a switch of answers) is converted again only where it changed.
+        for index in [i for i in self._cache if i >= len(self._messages)]:
+            del self._cache[index]
         self._streaming = None
         self.redraw()
         self._scroll_to_end()
