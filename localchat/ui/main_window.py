@@ -364,8 +364,11 @@ class MainWindow(QMainWindow):
                 footer = "Cut off at the length limit. " + footer
         if end.conversation_id == self.session.current_id:
             self.chat_view.end_reply(footer, end.text, end.drafted_runs)
-            # Read back from the store, so the reply has its id (delete, answers to switch between).
-            self._show_conversation(end.conversation_id)
+            # Read back from the store, so the reply has its id (delete, answers to switch between),
+            # unless the store could not keep it: then the text the user saw stays on screen.
+            stored = self.session.messages(end.conversation_id)
+            if not end.text.strip() or (stored and stored[-1].content == end.text):
+                self._show_conversation(end.conversation_id)
         else:
             self.chat_view.end_reply()
             if self.session.current_id is not None:

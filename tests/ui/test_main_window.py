@@ -499,3 +499,16 @@ def test_editing_an_earlier_message_from_its_header(qtbot, parts: AppParts, tmp_
     engine.stream("Again one.")
     engine.finish()
     assert [m.content for m in w.chat_view.messages] == ["First, again?", "Again one."]
+
+
+def test_a_reply_the_store_could_not_keep_stays_on_screen(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.send_message("write a lot")
+    store = parts.store
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages + 1}")
+    engine.stream("y" * 200_000)
+    engine.finish()
+    assert "disk is full" in w.notice.text()
+    assert w.chat_view.messages[-1].content == "y" * 200_000
