@@ -289,10 +289,13 @@ def build_main_window(
     data_dir: Path | str | None = None,
     *,
     engine: QObject | None = None,
-    max_tokens: int = 1024,
+    max_tokens: int | None = None,
     autoload: bool = True,
 ) -> AppParts:
-    """Build the window and everything behind it. ``engine`` replaces the real client in tests."""
+    """Build the window and everything behind it. ``engine`` replaces the real client in tests.
+
+    ``max_tokens`` caps every reply over the ``max_reply_tokens`` setting (None: the setting).
+    """
     settings = SettingsService(SettingsFile(config_dir))
     for message in settings.load_messages:
         log.warning("settings: %s", message)

@@ -14,10 +14,12 @@ Public API::
     store.set_system_prompt(conv.id, "Be brief."); store.messages(conv.id)
     store.delete_messages_from(message_id)      # for regenerate / edit and resend
     prompt_turns(conv.system_prompt, store.messages(conv.id))  # -> (PromptTurn(role, content), ...)
+    export.render("markdown" | "json", conv, store.messages(conv.id)); export.write_export(path, text)
 
 No Qt and no engine imports here.
 """
 
+from localchat.chat.export import ExportError
 from localchat.chat.prompt import PromptTurn, prompt_turns
 from localchat.chat.store import (
     ChatStoreError,
@@ -38,6 +40,7 @@ __all__ = [
     "Conversation",
     "ConversationStore",
     "DamagedHistoryError",
+    "ExportError",
     "Message",
     "NewerHistoryError",
     "NotFoundError",

@@ -23,6 +23,7 @@ database past the busy timeout raises ``StoreWriteError`` with a sentence.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -30,7 +31,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from localchat.settings import folders
 log = logging.getLogger(__name__)
 
 FILE_NAME = "chats.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
 ROLES = ("system", "user", "assistant")
 
 JsonObject = dict[str, Any]
@@ -64,6 +65,18 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
 CREATE INDEX IF NOT EXISTS conversations_by_updated ON conversations(updated);
 """
+
+# What each later version adds to the one before, applied in order to a file of an older version
+# (the tables above are version 1's): columns are added, never renamed or dropped, so a file
+# upgraded here still holds every chat it held.
+_MIGRATIONS: dict[int, str] = {
+    # A chat's own settings (temperature, reply length) over the app's, as a JSON object.
+    2: "ALTER TABLE conversations ADD COLUMN options TEXT;",
+    # Regenerate keeps the earlier answers: the answers to one message share a variant group (the
+    # first answer's id) and one of them is shown; the prompt and the view read only shown rows.
+    3: "ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 1;"
+       "ALTER TABLE messages ADD COLUMN variant_group INTEGER;",
+}
 
 
 class ChatStoreError(Exception):
@@ -149,6 +162,8 @@ class Conversation:
     system_prompt: str
     created: float  # seconds since the epoch
     updated: float  # last change to the conversation or any of its messages
+    # The chat's own values of some settings, by option name ({"temperature": 0.2}); {} when none.
+    options: JsonObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -160,6 +175,8 @@ class Message:
     stats: JsonObject | None  # the reply's statistics as JSON, None for user messages
     created: float
     complete: bool  # False while streaming, or when stopped or cut short by an engine crash
+    shown: bool = True  # False for an earlier answer the user switched away from
+    variant_group: int | None = None  # shared by the answers to one message; None: the only one
 
 
 class ConversationStore:
@@ -231,7 +248,7 @@ class ConversationStore:
                 (title, system_prompt, now, now),
             )
             assert cur.lastrowid is not None
-            return Conversation(cur.lastrowid, title, system_prompt, now, now)
+            return Conversation(cur.lastrowid, title, system_prompt, now, now, {})
 
     def get(self, conversation_id: int) -> Conversation:
         row = self._db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
@@ -267,6 +284,17 @@ class ConversationStore:
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> Conversation:
         return self._update_conversation(conversation_id, "system_prompt", system_prompt)
 
+    def set_options(self, conversation_id: int, options: JsonObject) -> Conversation:
+        """Keep the chat's own settings (option name to value; {} goes back to the app's)."""
+        with self._write() as db:
+            cur = db.execute(
+                "UPDATE conversations SET options = ?, updated = ? WHERE id = ?",
+                (_dump_stats(options) if options else None, time.time(), conversation_id),
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError(f"There is no conversation {conversation_id}.")
+        return self.get(conversation_id)
+
     def delete(self, conversation_id: int) -> None:
         """Delete a conversation and its messages."""
         with self._write() as db:
@@ -276,13 +304,39 @@ class ConversationStore:
 
     # Messages
 
-    def messages(self, conversation_id: int) -> list[Message]:
-        """The conversation's messages in the order they were added."""
+    def messages(self, conversation_id: int, *, every: bool = False) -> list[Message]:
+        """The conversation's messages in the order they were added: the ones shown, or ``every`` one
+        (with the earlier answers a regenerate kept)."""
         self.get(conversation_id)
+        shown = "" if every else " AND shown = 1"
         rows = self._db.execute(
-            "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+            f"SELECT * FROM messages WHERE conversation_id = ?{shown} ORDER BY id", (conversation_id,)
         ).fetchall()
         return [_message(row) for row in rows]
+
+    def variants(self, message_id: int) -> list[Message]:
+        """The answers that stand in for each other with ``message_id`` (itself included), oldest first."""
+        message = self.message(message_id)
+        if message.variant_group is None:
+            return [message]
+        rows = self._db.execute(
+            "SELECT * FROM messages WHERE variant_group = ? ORDER BY id", (message.variant_group,)
+        ).fetchall()
+        return [_message(row) for row in rows]
+
+    def show_variant(self, message_id: int) -> Message:
+        """Show this answer instead of the others of its group."""
+        with self._write() as db:
+            row = db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"There is no message {message_id}.")
+            if row["variant_group"] is not None:
+                db.execute(
+                    "UPDATE messages SET shown = (id = ?) WHERE variant_group = ?",
+                    (message_id, row["variant_group"]),
+                )
+            self._touch(db, row["conversation_id"], time.time())
+        return self.message(message_id)
 
     def message(self, message_id: int) -> Message:
         row = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -298,20 +352,31 @@ class ConversationStore:
         *,
         stats: JsonObject | None = None,
         complete: bool = True,
+        variant_of: int | None = None,
     ) -> Message:
+        """Add a message; ``variant_of`` makes it another answer in that message's place (regenerate):
+        the earlier answers are kept, hidden, and this one is shown."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         now = time.time()
         stats_json = _dump_stats(stats)
         with self._write() as db:
             self._touch(db, conversation_id, now)
+            group: int | None = None
+            if variant_of is not None:
+                row = db.execute("SELECT variant_group FROM messages WHERE id = ?", (variant_of,)).fetchone()
+                if row is None:
+                    raise NotFoundError(f"There is no message {variant_of}.")
+                group = row[0] if row[0] is not None else variant_of
+                db.execute("UPDATE messages SET variant_group = ? WHERE id = ?", (group, variant_of))
+                db.execute("UPDATE messages SET shown = 0 WHERE variant_group = ?", (group,))
             cur = db.execute(
-                "INSERT INTO messages (conversation_id, role, content, stats, created, complete) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, stats_json, now, int(complete)),
+                "INSERT INTO messages (conversation_id, role, content, stats, created, complete, "
+                "variant_group) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, stats_json, now, int(complete), group),
             )
             assert cur.lastrowid is not None
-            return Message(cur.lastrowid, conversation_id, role, content, stats, now, complete)
+            return Message(cur.lastrowid, conversation_id, role, content, stats, now, complete, True, group)
 
     def update_message(
         self,
@@ -328,14 +393,11 @@ class ConversationStore:
             if row is None:
                 raise NotFoundError(f"There is no message {message_id}.")
             old = _message(row)
-            new = Message(
-                old.id,
-                old.conversation_id,
-                old.role,
-                old.content if content is None else content,
-                old.stats if stats is None else stats,
-                old.created,
-                old.complete if complete is None else complete,
+            new = dataclasses.replace(
+                old,
+                content=old.content if content is None else content,
+                stats=old.stats if stats is None else stats,
+                complete=old.complete if complete is None else complete,
             )
             db.execute(
                 "UPDATE messages SET content = ?, stats = ?, complete = ? WHERE id = ?",
@@ -343,6 +405,25 @@ class ConversationStore:
             )
             self._touch(db, old.conversation_id, now)
             return new
+
+    def delete_message(self, message_id: int) -> Message:
+        """Delete one message, leaving the rest of its conversation as it is; returns what was deleted.
+
+        When it was the shown one of several answers, the newest of the others is shown instead.
+        """
+        with self._write() as db:
+            row = db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"There is no message {message_id}.")
+            db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+            if row["shown"] and row["variant_group"] is not None:
+                db.execute(
+                    "UPDATE messages SET shown = 1 WHERE id = "
+                    "(SELECT MAX(id) FROM messages WHERE variant_group = ?)",
+                    (row["variant_group"],),
+                )
+            self._touch(db, row["conversation_id"], time.time())
+            return _message(row)
 
     def delete_messages_from(self, message_id: int) -> int:
         """Delete a message and every later one in its conversation (regenerate, edit and resend).
@@ -416,8 +497,22 @@ class ConversationStore:
             raise NewerHistoryError(
                 f"The chat history at {self.path} was written by a newer localchat (schema {version})."
             )
-        if version < SCHEMA_VERSION:
-            self._db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        if version == SCHEMA_VERSION:
+            return
+        # One transaction for the whole upgrade: a crash half-way leaves the old version intact.
+        script = ["BEGIN IMMEDIATE;"]
+        if version < 1:
+            script.append(_SCHEMA)
+        script += [_MIGRATIONS[v] for v in range(max(version, 1) + 1, SCHEMA_VERSION + 1)]
+        script.append(f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        try:
+            self._db.executescript("\n".join(script))
+        except sqlite3.Error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        if version:
+            log.info("upgraded the chat history from schema %s to %s", version, SCHEMA_VERSION)
 
 
 def _create_private(path: Path) -> None:
@@ -459,7 +554,17 @@ def _dump_stats(stats: JsonObject | None) -> str | None:
 
 
 def _conversation(row: sqlite3.Row) -> Conversation:
-    return Conversation(row["id"], row["title"], row["system_prompt"], row["created"], row["updated"])
+    options: JsonObject = {}
+    if row["options"]:
+        try:
+            loaded = json.loads(row["options"])
+        except ValueError:
+            log.warning("conversation %s has unreadable settings; the app's are used", row["id"])
+        else:
+            options = loaded if isinstance(loaded, dict) else {}
+    return Conversation(
+        row["id"], row["title"], row["system_prompt"], row["created"], row["updated"], options
+    )
 
 
 def _message(row: sqlite3.Row) -> Message:
@@ -479,4 +584,6 @@ def _message(row: sqlite3.Row) -> Message:
         stats,
         row["created"],
         bool(row["complete"]),
+        bool(row["shown"]),
+        row["variant_group"],
     )

@@ -1,8 +1,10 @@
 """ChatSession: the life of the conversations in the window, without a widget.
 
 It owns what happens between the user's words and the engine's reply: which
-conversation is current, sending, regenerating, editing the last message and
-stopping; the prompt (through ``chat.prompt_turns``); the store (every write
+conversation is current, sending, regenerating (the earlier answers are kept
+in the store, and the one the user switches to is the one the next prompt
+holds), editing the last message, deleting messages, stopping, a chat's own
+settings and its export; the prompt (through ``chat.prompt_turns``); the store (every write
 goes through here, and a write that fails is a sentence, never a lost
 message); and when the engine is started again after a crash. What to load
 again is the engine client's own ``config`` (one owner); ChatSession only
@@ -45,8 +47,10 @@ from localchat.chat import (
     ChatStoreError,
     Conversation,
     ConversationStore,
+    ExportError,
     Message,
     NotFoundError,
+    export,
     prompt_turns,
 )
 from localchat.engine.rpc_wire import gone_worker
@@ -63,6 +67,7 @@ from localchat.engine.types import (
 )
 from localchat.services.qt_signals import emit
 from localchat.services.requests import build_request
+from localchat.settings import OPTIONS_BY_NAME, InvalidValueError, Value
 
 if TYPE_CHECKING:
     from localchat.services.settings_service import SettingsService
@@ -70,6 +75,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_S = 2.0
+# The settings a chat may hold its own value of (by option name), over the app's.
+CHAT_OPTIONS = ("temperature", "max_reply_tokens")
 NO_MODEL = "Load a model first: open a GGUF file or choose one in the model manager."
 
 
@@ -94,6 +101,8 @@ class ShownMessage:
     drafted_runs: tuple[int, ...]
     complete: bool
     model: str = ""  # the name of the model that wrote a reply ("" when not recorded)
+    id: int | None = None  # the stored row (delete, copy, switch between answers)
+    variant: tuple[int, int] = (1, 1)  # which of the answers to its message this one is, of how many
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,7 @@ class _Reply:
     saved_len: int = 0
     saved_at: float = 0.0
     save_problem: str = ""
+    replaces: int | None = None  # regenerate: the answer this one joins as another variant
 
 
 class ChatSession(QObject):
@@ -135,7 +145,7 @@ class ChatSession(QObject):
         engine: QObject,
         settings: SettingsService,
         *,
-        max_tokens: int = 1024,
+        max_tokens: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         model_name: Callable[[str], str] = shipped_model_name,
         parent: QObject | None = None,
@@ -145,12 +155,12 @@ class ChatSession(QObject):
         self._engine_object = engine
         self._engine = cast(EngineLike, engine)
         self._settings = settings
-        self._max_tokens = max_tokens
+        self._max_tokens = max_tokens  # None: the max_reply_tokens setting (or the chat's own)
         self._clock = clock
         self._model_name = model_name
         self._current: int | None = None
         self._reply: _Reply | None = None
-        self._editing = False
+        self._editing: int | None = None  # the user message a send replaces (with all after it)
         self._info: EngineInfo | None = None
         self._loading = False
         self._dead = False
@@ -195,7 +205,7 @@ class ChatSession(QObject):
 
     @property
     def editing(self) -> bool:
-        return self._editing
+        return self._editing is not None
 
     @property
     def engine_info(self) -> EngineInfo | None:
@@ -228,12 +238,41 @@ class ChatSession(QObject):
         The reply being written is left out: its saved copy lags behind the text
         the view streams (``reply_text``).
         """
-        live = self._reply.message_id if self._reply is not None else None
-        return [
-            _shown(m)
-            for m in self._store.messages(conversation_id)
-            if m.role in ("user", "assistant") and (m.role == "user" or m.content.strip()) and m.id != live
-        ]
+        reply = self._reply
+        hidden = {reply.message_id, reply.replaces} if reply is not None else set()
+        every = self._store.messages(conversation_id, every=True)
+        groups: dict[int, list[int]] = {}
+        for m in every:
+            if m.variant_group is not None and m.id not in hidden:
+                groups.setdefault(m.variant_group, []).append(m.id)
+        shown: list[ShownMessage] = []
+        for m in every:
+            if not m.shown or m.id in hidden or m.role not in ("user", "assistant"):
+                continue
+            if m.role == "assistant" and not m.content.strip():
+                continue
+            ids = groups.get(m.variant_group, [m.id]) if m.variant_group is not None else [m.id]
+            shown.append(dataclasses.replace(_shown(m), variant=(ids.index(m.id) + 1, len(ids))))
+        return shown
+
+    def switch_variant(self, message_id: int, step: int) -> bool:
+        """Show the answer ``step`` places after (or before) this one among the answers to its message.
+
+        The next reply's prompt is built from the one shown. Refused while that chat is answering.
+        """
+        try:
+            variants = [m.id for m in self._store.variants(message_id)]
+            conversation_id = self._store.message(message_id).conversation_id
+        except ChatStoreError as exc:
+            emit(self.notice, str(exc))
+            return False
+        if self.reply_conversation_id == conversation_id:
+            emit(self.notice, "Wait for the reply, or stop it, before switching answers.")
+            return False
+        target = variants[max(0, min(len(variants) - 1, variants.index(message_id) + step))]
+        if target == message_id:
+            return False
+        return self._write(lambda: self._store.show_variant(target))
 
     def system_prompt(self, conversation_id: int | None = None) -> str:
         cid = self._current if conversation_id is None else conversation_id
@@ -242,7 +281,7 @@ class ChatSession(QObject):
     def select(self, conversation_id: int | None) -> None:
         """Make a conversation current (None: a new, empty chat)."""
         self._current = conversation_id
-        self._editing = False
+        self._editing = None
 
     def new_conversation(self) -> None:
         if self.generating:
@@ -260,6 +299,80 @@ class ChatSession(QObject):
         if conversation_id == self._current:
             self.select(None)
         return True
+
+    def delete_message(self, message_id: int, *, with_following: bool = False) -> bool:
+        """Delete one message (``with_following``: and every later one in its chat).
+
+        Refused while a reply is being written in that chat, because the prompt it was
+        started from would no longer be the chat the user sees.
+        """
+        try:
+            message = self._store.message(message_id)
+        except ChatStoreError as exc:
+            emit(self.notice, str(exc))
+            return False
+        if self.reply_conversation_id == message.conversation_id:
+            emit(self.notice, "Stop the reply before deleting messages in this chat.")
+            return False
+        if with_following:
+            return self._write(lambda: self._store.delete_messages_from(message_id), changed=True)
+        return self._write(lambda: self._store.delete_message(message_id), changed=True)
+
+    def has_messages_after(self, message_id: int) -> bool:
+        """Whether the chat holding ``message_id`` goes on after it (a delete asks about those)."""
+        message = self._store.message(message_id)
+        return any(m.id > message_id for m in self._store.messages(message.conversation_id))
+
+    def conversation(self, conversation_id: int) -> Conversation:
+        return self._store.get(conversation_id)
+
+    def chat_options(self, conversation_id: int) -> dict[str, Value]:
+        """The chat's own values of CHAT_OPTIONS; one that no longer fits its option is left out."""
+        options: dict[str, Value] = {}
+        for name, value in self._store.get(conversation_id).options.items():
+            if name not in CHAT_OPTIONS:
+                continue
+            try:
+                options[name] = OPTIONS_BY_NAME[name].validate(value)
+            except InvalidValueError as exc:
+                log.warning("chat %s: %s; the app's setting is used", conversation_id, exc)
+        return options
+
+    def set_chat_options(self, conversation_id: int, options: dict[str, Value]) -> bool:
+        """Keep the chat's own values (only those given; {} means the app's settings again)."""
+        checked: dict[str, Value] = {}
+        for name, value in options.items():
+            if name not in CHAT_OPTIONS:
+                raise ValueError(f"{name} is not a setting a chat can hold")
+            try:
+                checked[name] = OPTIONS_BY_NAME[name].validate(value)
+            except InvalidValueError as exc:
+                emit(self.notice, str(exc))
+                return False
+        return self._write(lambda: self._store.set_options(conversation_id, checked))
+
+    def reply_settings(self, conversation_id: int | None) -> tuple[float, int]:
+        """The temperature and reply length the next reply in this chat is written with."""
+        own = self.chat_options(conversation_id) if conversation_id is not None else {}
+        temperature = own.get("temperature", self._settings.temperature)
+        length = own.get("max_reply_tokens", self._max_tokens or self._settings.max_reply_tokens)
+        return float(temperature), int(length)
+
+    def export(self, conversation_id: int, kind: str, path: Path) -> str:
+        """Write a chat to ``path`` as ``kind`` ("markdown" or "json"); "" when done, else a sentence.
+
+        The reply being written is left out, as in ``messages``: its saved copy lags behind.
+        """
+        live = self._reply.message_id if self._reply is not None else None
+        try:
+            conversation = self._store.get(conversation_id)
+            messages = [m for m in self._store.messages(conversation_id) if m.id != live]
+            export.write_export(path, export.render(kind, conversation, messages))
+        except (ChatStoreError, ExportError) as exc:
+            log.warning("export: %s", exc)
+            return str(exc)
+        log.info("exported chat %s as %s to %s", conversation_id, kind, path)
+        return ""
 
     def set_system_prompt(self, text: str) -> bool:
         """Keep ``text`` as the current chat's system prompt (a chat is created for a non-empty one)."""
@@ -319,11 +432,11 @@ class ChatSession(QObject):
             if cid is None:
                 return False
             self._current = cid
-        if self._editing and not self._drop_last_exchange(cid, keep_user=False):
+        if self._editing is not None and not self._drop_from(self._editing):
             return False
         if not self._write(lambda: self._store.add_message(cid, "user", text), changed=True):
             return False
-        self._editing = False
+        self._editing = None
         self._start_reply(cid)
         return True
 
@@ -333,13 +446,14 @@ class ChatSession(QObject):
         if self.generating or cid is None:
             return False
         messages = self._store.messages(cid)
-        if (not messages or messages[-1].role == "assistant") and not self._drop_last_exchange(
-            cid, keep_user=True
-        ):
+        replaces: int | None = None
+        if messages and messages[-1].role == "assistant" and messages[-1].content.strip():
+            replaces = messages[-1].id  # kept: the new answer joins it, and the user can switch back
+        elif not self._drop_last_exchange(cid, keep_user=True):
             return False
         if not self._store.messages(cid):
             return False
-        self._start_reply(cid)
+        self._start_reply(cid, replaces=replaces)
         return True
 
     def edit_last(self) -> str | None:
@@ -349,11 +463,28 @@ class ChatSession(QObject):
         users = [m for m in self._store.messages(self._current) if m.role == "user"]
         if not users:
             return None
-        self._editing = True
+        self._editing = users[-1].id
         return users[-1].content
 
+    def edit_message(self, message_id: int) -> str | None:
+        """Start editing one of the user's messages in the current chat: returns its text.
+
+        Sending then replaces it and everything after it, and the chat continues from there.
+        None (nothing to edit) while a reply is written, or for a message not the user's here.
+        """
+        if self.generating or self._current is None:
+            return None
+        try:
+            message = self._store.message(message_id)
+        except ChatStoreError:
+            return None
+        if message.role != "user" or message.conversation_id != self._current:
+            return None
+        self._editing = message.id
+        return message.content
+
     def stop_editing(self) -> None:
-        self._editing = False
+        self._editing = None
 
     def cancel(self) -> None:
         if self.generating:
@@ -362,18 +493,21 @@ class ChatSession(QObject):
 
     # -- replies --------------------------------------------------------------------
 
-    def _start_reply(self, cid: int) -> None:
-        turns = prompt_turns(self.system_prompt(cid), self._store.messages(cid))
+    def _start_reply(self, cid: int, *, replaces: int | None = None) -> None:
+        history = [m for m in self._store.messages(cid) if m.id != replaces]
+        turns = prompt_turns(self.system_prompt(cid), history)
+        temperature, max_tokens = self.reply_settings(cid)
         request = build_request(
             self._settings,
             [ChatMessage(t.role, t.content) for t in turns],
             speculation_enabled=self._settings.speculation,
-            max_tokens=self._max_tokens,
+            max_tokens=max_tokens,
+            temperature=temperature,
             session=str(cid),  # adaptive speculation learns per conversation
             resume_speculation=self._resume_speculation,
         )
         self._resume_speculation = False
-        self._reply = _Reply(cid)
+        self._reply = _Reply(cid, replaces=replaces)
         emit(self.reply_started, cid)
         if self._dead or (self._info is None and not self._loading):
             # After a crash the next message is the moment to start again, with what the engine last loaded.
@@ -401,7 +535,8 @@ class ChatSession(QObject):
                 # The model's name goes with the first text, so a reply cut short by a crash keeps it.
                 model = {"model": self.target_name} if self.target_name else None
                 row = self._store.add_message(
-                    reply.conversation_id, "assistant", reply.text, stats=model, complete=False
+                    reply.conversation_id, "assistant", reply.text, stats=model, complete=False,
+                    variant_of=reply.replaces,
                 )
                 reply.message_id = row.id
             else:
@@ -440,7 +575,8 @@ class ChatSession(QObject):
                 )
             elif reply.text.strip():
                 self._store.add_message(
-                    reply.conversation_id, "assistant", reply.text, stats=stats, complete=complete
+                    reply.conversation_id, "assistant", reply.text, stats=stats, complete=complete,
+                    variant_of=reply.replaces,
                 )
         except NotFoundError:
             return ""  # the user deleted the chat while its reply was being written
@@ -534,6 +670,14 @@ class ChatSession(QObject):
         ok = self._write(lambda: created.append(self._store.create(title).id), changed=True)
         return created[0] if ok else None
 
+    def _drop_from(self, message_id: int) -> bool:
+        """Delete the message being edited and everything after it (gone already: nothing to do)."""
+        try:
+            self._store.message(message_id)
+        except NotFoundError:
+            return True
+        return self._write(lambda: self._store.delete_messages_from(message_id))
+
     def _drop_last_exchange(self, cid: int, *, keep_user: bool) -> bool:
         """Delete the last user message (unless ``keep_user``) and everything after it."""
         messages = self._store.messages(cid)
@@ -577,6 +721,7 @@ def _shown(message: Message) -> ShownMessage:
     return ShownMessage(
         message.role, message.content, stats, reason, runs, message.complete,
         model if isinstance(model, str) else "",
+        message.id,
     )
 
 

@@ -24,7 +24,9 @@ def build_request(
     max_tokens: int = 1024,
     session: str = "",
     resume_speculation: bool = False,
+    temperature: float | None = None,
 ) -> GenerationRequest:
+    """The request for one reply; ``temperature`` is a chat's own, over the setting's."""
     messages = list(history)
     if system_prompt.strip():
         messages.insert(0, ChatMessage("system", system_prompt.strip()))
@@ -32,7 +34,7 @@ def build_request(
         messages=tuple(messages),
         max_tokens=max_tokens,
         sampling=SamplingParams(
-            temperature=settings.temperature,
+            temperature=settings.temperature if temperature is None else temperature,
             top_k=settings.top_k,
             top_p=settings.top_p,
             min_p=settings.min_p,

@@ -112,6 +112,10 @@ def _fmt(number: float) -> str:
 DRAFT_TOKENS_MIN = 1
 DRAFT_TOKENS_MAX = 16
 DRAFT_TOKENS_DEFAULT = 4
+# The longest reply, in tokens; a chat may ask for its own (its "Chat settings").
+REPLY_TOKENS_MIN = 16
+REPLY_TOKENS_MAX = 32768
+REPLY_TOKENS_DEFAULT = 1024
 
 SPECULATION = "Speculation"
 SAMPLING = "Sampling"
@@ -191,6 +195,18 @@ OPTIONS: tuple[Option, ...] = (
         minimum=0.0,
         maximum=2.0,
         step=0.05,
+    ),
+    Option(
+        "max_reply_tokens",
+        int,
+        REPLY_TOKENS_DEFAULT,
+        "Reply length",
+        "The most tokens one reply may have; a reply that reaches it ends with \"Cut off at the "
+        "length limit\". A chat can set its own in Chat → Chat settings.",
+        SAMPLING,
+        minimum=REPLY_TOKENS_MIN,
+        maximum=REPLY_TOKENS_MAX,
+        step=64,
     ),
     Option(
         "top_k",

@@ -80,6 +80,10 @@ class OptionReader:
         return self.get_float("temperature")
 
     @property
+    def max_reply_tokens(self) -> int:
+        return self.get_int("max_reply_tokens")
+
+    @property
     def top_k(self) -> int:
         return self.get_int("top_k")
 

@@ -3,6 +3,13 @@
 One QTextBrowser holds the whole conversation. Finished messages are converted
 once and cached; while a reply streams only its own HTML is rebuilt, and the
 document is redrawn at most ten times a second.
+
+Each message's header carries "Copy" and "Delete" links (and "Edit" on the user's) (a QTextDocument holds
+no buttons), and a right-click on a message offers the same in a menu: the
+header is a named anchor, so the click's document position finds its message.
+A reply that was regenerated shows "‹ 2/3 ›" there, to switch between the
+answers kept. The view only asks: deleting and switching are the window's and
+the session's business.
 """
 
 from __future__ import annotations
@@ -12,9 +19,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtCore import QEvent, QPoint, QTimer, QUrl, Signal
+from PySide6.QtGui import QContextMenuEvent, QDesktopServices, QGuiApplication, QPalette
+from PySide6.QtWidgets import QMenu, QTextBrowser, QWidget
 
 from localchat.engine.textruns import concat_runs, flags_from_runs
 from localchat.services.qt_signals import emit
@@ -32,6 +39,8 @@ class DisplayMessage:
     footer: str = ""  # e.g. the reply's speed, or why it stopped
     drafted: tuple[int, ...] = ()  # which characters came from accepted drafts (engine.textruns)
     label: str = ""  # who wrote a reply: the model's name ("" shows "Assistant")
+    message_id: int | None = None  # the stored row; None for a notice or a reply not yet reloaded
+    variant: tuple[int, int] = (1, 1)  # a reply: which of the answers to its message, of how many
 
 
 def palette_colors(palette: QPalette) -> Colors:
@@ -49,6 +58,7 @@ def palette_colors(palette: QPalette) -> Colors:
         link=palette.color(QPalette.ColorRole.Link).name(),
         user_background=user_bg.name(),
         drafted="#7ee787" if dark else "#1a7f37",
+        dark=dark,
     )
 
 
@@ -56,6 +66,10 @@ class ChatView(QTextBrowser):
     """Read-only view of one conversation."""
 
     code_copied = Signal(str)
+    message_copied = Signal(str)  # the whole text of one message, now on the clipboard
+    delete_requested = Signal(int)  # the stored id of the message the user wants deleted
+    edit_requested = Signal(int)  # the stored id of one of the user's messages to edit and send again
+    variant_requested = Signal(int, int)  # a reply's id, and -1 (the answer before) or +1 (after)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -69,6 +83,7 @@ class ChatView(QTextBrowser):
         self._streaming_label = ""
         self._colour_drafted = False
         self._code_blocks: list[str] = []
+        self._starts: list[tuple[int, int]] = []  # (document position, message index) of each header
         self._colors = palette_colors(self.palette())
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setSingleShot(True)
@@ -111,7 +126,10 @@ class ChatView(QTextBrowser):
 
     def set_messages(self, messages: Sequence[DisplayMessage]) -> None:
         self._messages = list(messages)
-        self._cache.clear()
+        # Entries are checked against their message, so the same chat shown again (after a reply,
+        # a delete or a switch of answers) is converted again only where it changed.
+        for index in [i for i in self._cache if i >= len(self._messages)]:
+            del self._cache[index]
         self._streaming = None
         self.redraw()
         self._scroll_to_end()
@@ -167,12 +185,14 @@ class ChatView(QTextBrowser):
             self._code_blocks.extend(cached[2])
             return cached[1]
         blocks: list[str] = []
-        html_text = self._render(message, blocks)
+        html_text = self._render(message, blocks, index=index)
         self._cache[index] = (message, html_text, blocks)
         self._code_blocks.extend(blocks)
         return html_text
 
-    def _render(self, message: DisplayMessage, blocks: list[str], label: str = "") -> str:
+    def _render(
+        self, message: DisplayMessage, blocks: list[str], label: str = "", index: int | None = None
+    ) -> str:
         c = self._colors
         if message.role == "notice":
             return f'<p style="color:{c.muted};"><i>{html.escape(message.content)}</i></p>'
@@ -186,13 +206,41 @@ class ChatView(QTextBrowser):
             if message.footer
             else ""
         )
-        head = f'<p style="margin-top:14px; margin-bottom:2px;"><b>{html.escape(who)}</b></p>'
+        name = f"<b>{html.escape(who)}</b>"
+        actions = ""
+        if index is not None:
+            # Named so a right-click finds its message; links because a QTextDocument holds no buttons.
+            name = f'<a name="msg-{index}">{name}</a>'
+            link = f'style="color:{c.muted}; text-decoration:none; font-size:small;"'
+            actions = f'&nbsp;&nbsp;&nbsp;<a href="msgcopy:{index}" {link}>Copy</a>'
+            if message.message_id is not None and message.role == "user":
+                actions += f'&nbsp;&nbsp;<a href="msgedit:{message.message_id}" {link}>Edit</a>'
+            if message.message_id is not None:
+                actions += f'&nbsp;&nbsp;<a href="msgdelete:{message.message_id}" {link}>Delete</a>'
+            if message.message_id is not None and message.variant[1] > 1:
+                actions = self._switcher(message.message_id, message.variant) + actions
+        head = f'<p style="margin-top:14px; margin-bottom:2px;">{name}{actions}</p>'
         if message.role == "user":
             return (
                 f'{head}<table width="100%" cellpadding="8" cellspacing="0" '
                 f'bgcolor="{c.user_background}"><tr><td>{body}</td></tr></table>{footer}'
             )
         return f"{head}{body}{footer}"
+
+    def _switcher(self, message_id: int, variant: tuple[int, int]) -> str:
+        """"‹ 2/3 ›" after a reply's name: the earlier and later answers regenerate kept."""
+        c = self._colors
+        index, count = variant
+        style = f'style="color:{c.link}; text-decoration:none; font-weight:bold;"'
+        dim = f'<span style="color:{c.muted};">'
+        before = f"{dim}&lsaquo;</span>"
+        after = f"{dim}&rsaquo;</span>"
+        if index > 1:
+            before = f'<a href="variant:{message_id}:-1" {style}>&lsaquo;</a>'
+        if index < count:
+            after = f'<a href="variant:{message_id}:1" {style}>&rsaquo;</a>'
+        # The first and last answers grey out the way that leads nowhere.
+        return f"&nbsp;&nbsp;&nbsp;{before}&nbsp;{dim}{index}/{count}</span>&nbsp;{after}"
 
     def redraw(self) -> None:
         at_end = self._at_end()
@@ -212,10 +260,73 @@ class ChatView(QTextBrowser):
             )
         scroll = self.verticalScrollBar().value()
         self.setHtml(f'<div style="color:{self._colors.text};">{"".join(parts)}</div>')
+        self._starts = self._message_starts()
         if at_end:
             self._scroll_to_end()
         else:
             self.verticalScrollBar().setValue(scroll)
+
+    def _message_starts(self) -> list[tuple[int, int]]:
+        """Where each message's header begins in the document, from the anchors ``_render`` names."""
+        starts: list[tuple[int, int]] = []
+        block = self.document().begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                fragment = it.fragment()
+                for name in fragment.charFormat().anchorNames():
+                    if name.startswith("msg-") and name[4:].isdigit():
+                        starts.append((fragment.position(), int(name[4:])))
+                it += 1
+            block = block.next()
+        return starts
+
+    def message_at(self, pos: QPoint) -> int | None:
+        """The index of the message under ``pos`` (viewport coordinates); None above the first."""
+        position = self.cursorForPosition(pos).position()
+        found: int | None = None
+        for start, index in self._starts:
+            if start > position:
+                break
+            found = index
+        return found
+
+    @property
+    def messages(self) -> list[DisplayMessage]:
+        return list(self._messages)
+
+    def copy_message(self, index: int) -> None:
+        """Put one whole message on the clipboard, as written (Markdown for a reply)."""
+        text = self._messages[index].content
+        QGuiApplication.clipboard().setText(text)
+        emit(self.message_copied, text)
+
+    def message_menu(self, index: int | None) -> QMenu:
+        """The right-click menu: the selection's copy, then the message's own actions."""
+        menu = self.createStandardContextMenu()
+        if index is None or not 0 <= index < len(self._messages):
+            return menu
+        message = self._messages[index]
+        menu.addSeparator()
+        copy = menu.addAction("Copy message")
+        copy.setObjectName("copy_message")
+        copy.triggered.connect(lambda: self.copy_message(index))
+        if message.message_id is not None and message.role == "user":
+            edit_id = message.message_id
+            edit = menu.addAction("Edit and send again")
+            edit.setObjectName("edit_message")
+            edit.triggered.connect(lambda: emit(self.edit_requested, edit_id))
+        if message.message_id is not None:
+            message_id = message.message_id
+            delete = menu.addAction("Delete message…" if message.role == "user" else "Delete reply")
+            delete.setObjectName("delete_message")
+            delete.triggered.connect(lambda: emit(self.delete_requested, message_id))
+        return menu
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        menu = self.message_menu(self.message_at(event.pos()))
+        menu.exec(event.globalPos())
+        menu.deleteLater()
 
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()
@@ -246,5 +357,15 @@ class ChatView(QTextBrowser):
                 return
             QGuiApplication.clipboard().setText(code)
             emit(self.code_copied, code)
+        elif url.scheme() == "msgcopy" and url.path().isdigit() and int(url.path()) < len(self._messages):
+            self.copy_message(int(url.path()))
+        elif url.scheme() == "msgedit" and url.path().isdigit():
+            emit(self.edit_requested, int(url.path()))
+        elif url.scheme() == "msgdelete" and url.path().isdigit():
+            emit(self.delete_requested, int(url.path()))
+        elif url.scheme() == "variant":
+            message_id, _, step = url.path().partition(":")
+            if message_id.isdigit() and step in ("-1", "1"):
+                emit(self.variant_requested, int(message_id), int(step))
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)

@@ -1,4 +1,4 @@
-"""The message box: Enter sends, Shift+Enter starts a new line."""
+"""The message box: Enter sends, Shift+Enter starts a new line, Up in an empty box edits the last message."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from localchat.services.qt_signals import emit
 
 class Composer(QPlainTextEdit):
     submitted = Signal(str)
+    edit_last_requested = Signal()  # Up in an empty box, as in a terminal or a chat app
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -25,6 +26,10 @@ class Composer(QPlainTextEdit):
         enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
         if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
             self.submit()
+            event.accept()
+            return
+        if event.key() == Qt.Key.Key_Up and not event.modifiers() and not self.toPlainText():
+            emit(self.edit_last_requested)
             event.accept()
             return
         super().keyPressEvent(event)

@@ -30,10 +30,11 @@ from PySide6.QtWidgets import (
 )
 
 from localchat.engine.types import EngineInfo, FinishReason, TokenEvent
-from localchat.services.chat_session import ChatSession, ReplyEnd, ShownMessage
+from localchat.services.chat_session import CHAT_OPTIONS, ChatSession, ReplyEnd, ShownMessage
 from localchat.services.requests import build_engine_config
 from localchat.settings import OPTIONS, folders
 from localchat.ui import formatting
+from localchat.ui.chat_settings_dialog import ChatSettingsDialog
 from localchat.ui.chat_view import ChatView, DisplayMessage
 from localchat.ui.composer import Composer
 from localchat.ui.settings_dialog import SettingsDialog, TokenKeeper
@@ -88,9 +89,7 @@ class MainWindow(QMainWindow):
         self.stop_button = QPushButton("Stop", self)
         self.stop_button.setToolTip("Stop the reply (Esc)")
         self.regenerate_button = QPushButton("Regenerate", self)
-        self.regenerate_button.setToolTip("Write the last reply again")
         self.edit_button = QPushButton("Edit last message", self)
-        self.edit_button.setToolTip("Change your last message and send it again")
         self.notice = QLabel("", self)
         self.notice.setObjectName("notice")
         self.notice.setWordWrap(True)
@@ -126,7 +125,7 @@ class MainWindow(QMainWindow):
 
         self._build_menus()
         self.stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
-        self.new_shortcut = QShortcut(QKeySequence("Ctrl+N"), self)
+        self._name_shortcuts()
         self.status.set_speculation_enabled(self._settings.speculation)
         self.chat_view.set_colour_drafted(self._settings.colour_accepted_tokens)
         apply_theme(self._settings.theme)
@@ -150,8 +149,31 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&Chat")
+        # Standard keys where Qt has one (each platform's own), the usual chat-app keys elsewhere;
+        # every shortcut is on a menu action, so the menus show it.
         self.new_action = QAction("New chat", self)
+        self.new_action.setShortcut(QKeySequence.StandardKey.New)
         file_menu.addAction(self.new_action)
+        self.search_action = QAction("Search chats", self)
+        self.search_action.setShortcut(QKeySequence.StandardKey.Find)
+        file_menu.addAction(self.search_action)
+        file_menu.addSeparator()
+        self.regenerate_action = QAction("Regenerate reply", self)
+        self.regenerate_action.setShortcut(QKeySequence("Ctrl+R"))
+        file_menu.addAction(self.regenerate_action)
+        self.edit_action = QAction("Edit last message", self)
+        self.edit_action.setShortcut(QKeySequence("Ctrl+E"))
+        self.edit_action.setToolTip("Also Up in an empty message box")
+        file_menu.addAction(self.edit_action)
+        file_menu.addSeparator()
+        self.chat_settings_action = QAction("Chat settings…", self)
+        self.chat_settings_action.setToolTip("This chat's own temperature and reply length")
+        file_menu.addAction(self.chat_settings_action)
+        file_menu.addSeparator()
+        self.export_markdown_action = QAction("Export chat as Markdown…", self)
+        self.export_json_action = QAction("Export chat as JSON…", self)
+        file_menu.addAction(self.export_markdown_action)
+        file_menu.addAction(self.export_json_action)
         file_menu.addSeparator()
         self.quit_action = QAction("Quit", self)
         self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
@@ -163,6 +185,12 @@ class MainWindow(QMainWindow):
         model_menu.addAction(self.manager_action)
         self.benchmark_action = QAction("Benchmark…", self)
         model_menu.addAction(self.benchmark_action)
+        model_menu.addSeparator()
+        self.speculation_action = QAction("Speculative decoding", self)
+        self.speculation_action.setCheckable(True)
+        self.speculation_action.setChecked(self._settings.speculation)
+        self.speculation_action.setShortcut(QKeySequence("Ctrl+Shift+S"))
+        model_menu.addAction(self.speculation_action)
         settings_menu = self.menuBar().addMenu("&Settings")
         self.settings_action = QAction("Settings…", self)
         self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
@@ -171,6 +199,19 @@ class MainWindow(QMainWindow):
         self.log_folder_action = QAction("Open log folder", self)
         self.log_folder_action.setToolTip("Where engine.log is: attach it to a bug report")
         help_menu.addAction(self.log_folder_action)
+
+    def _name_shortcuts(self) -> None:
+        """Say each button's key in its tooltip, as the menus show them."""
+        for button, action, text in (
+            (self.regenerate_button, self.regenerate_action, "Write the last reply again"),
+            (self.edit_button, self.edit_action, "Change your last message and send it again"),
+        ):
+            key = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+            button.setToolTip(f"{text} ({key})")
+        new_key = self.new_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        self.sidebar.new_button.setToolTip(f"Start a new conversation ({new_key})")
+        find_key = self.search_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        self.sidebar.search.setPlaceholderText(f"Search chats ({find_key})")
 
     def _connect_signals(self) -> None:
         """Every connection this window makes, in one place."""
@@ -191,6 +232,7 @@ class MainWindow(QMainWindow):
         self.sidebar.rename_requested.connect(self._on_sidebar_rename_requested)
         self.sidebar.delete_requested.connect(self._on_sidebar_delete_requested)
         self.sidebar.search_changed.connect(self._on_sidebar_search_changed)
+        self.sidebar.export_requested.connect(self._on_sidebar_export_requested)
 
         self.composer.submitted.connect(self._on_composer_submitted)
         self.send_button.clicked.connect(self._on_send_button_clicked)
@@ -199,6 +241,10 @@ class MainWindow(QMainWindow):
         self.edit_button.clicked.connect(self._on_edit_button_clicked)
         self.system_prompt.editingFinished.connect(self._on_system_prompt_editing_finished)
         self.chat_view.code_copied.connect(self._on_chat_view_code_copied)
+        self.chat_view.message_copied.connect(self._on_chat_view_message_copied)
+        self.chat_view.delete_requested.connect(self._on_chat_view_delete_requested)
+        self.chat_view.variant_requested.connect(self._on_chat_view_variant_requested)
+        self.chat_view.edit_requested.connect(self._on_chat_view_edit_requested)
         self.status.speculation_toggled.connect(self._on_status_speculation_toggled)
         settings: Any = self._settings
         settings.changed.connect(self._on_settings_changed)
@@ -210,12 +256,19 @@ class MainWindow(QMainWindow):
 
         self.new_action.triggered.connect(self._on_sidebar_new_requested)
         self.quit_action.triggered.connect(self.close)
+        self.export_markdown_action.triggered.connect(self._on_export_markdown_action_triggered)
+        self.chat_settings_action.triggered.connect(self._on_chat_settings_action_triggered)
+        self.export_json_action.triggered.connect(self._on_export_json_action_triggered)
         self.open_model_action.triggered.connect(self._on_open_model_action_triggered)
         self.manager_action.triggered.connect(self.model_manager_requested)
         self.benchmark_action.triggered.connect(self._on_benchmark_action_triggered)
         self.settings_action.triggered.connect(self._on_settings_action_triggered)
         self.stop_shortcut.activated.connect(self._on_stop_shortcut_activated)
-        self.new_shortcut.activated.connect(self._on_sidebar_new_requested)
+        self.search_action.triggered.connect(self._on_search_action_triggered)
+        self.regenerate_action.triggered.connect(self._on_regenerate_button_clicked)
+        self.edit_action.triggered.connect(self._on_edit_button_clicked)
+        self.composer.edit_last_requested.connect(self._on_edit_button_clicked)
+        self.speculation_action.toggled.connect(self._on_speculation_action_toggled)
 
     def _on_benchmark_action_triggered(self) -> None:
         from localchat.ui.bench_dialog import open_benchmark_dialog
@@ -311,6 +364,11 @@ class MainWindow(QMainWindow):
                 footer = "Cut off at the length limit. " + footer
         if end.conversation_id == self.session.current_id:
             self.chat_view.end_reply(footer, end.text, end.drafted_runs)
+            # Read back from the store, so the reply has its id (delete, answers to switch between),
+            # unless the store could not keep it: then the text the user saw stays on screen.
+            stored = self.session.messages(end.conversation_id)
+            if not end.text.strip() or (stored and stored[-1].content == end.text):
+                self._show_conversation(end.conversation_id)
         else:
             self.chat_view.end_reply()
             if self.session.current_id is not None:
@@ -370,6 +428,52 @@ class MainWindow(QMainWindow):
         self._search = text
         self._refresh_conversations()
 
+    def _on_sidebar_export_requested(self, conversation_id: int, kind: str) -> None:
+        self.export_conversation(conversation_id, kind)
+
+    def _on_export_markdown_action_triggered(self) -> None:
+        if self.session.current_id is not None:
+            self.export_conversation(self.session.current_id, "markdown")
+
+    def _on_export_json_action_triggered(self) -> None:
+        if self.session.current_id is not None:
+            self.export_conversation(self.session.current_id, "json")
+
+    def _on_chat_settings_action_triggered(self) -> None:
+        cid = self.session.current_id
+        if cid is None:
+            return
+        dialog = self.chat_settings_dialog(cid)
+        if dialog.exec():
+            self.session.set_chat_options(cid, dialog.values())
+        dialog.deleteLater()
+
+    def chat_settings_dialog(self, conversation_id: int) -> ChatSettingsDialog:
+        """The Chat settings dialog of one chat, filled in (the caller runs it)."""
+        app = {name: self._settings.get(name) for name in CHAT_OPTIONS}
+        return ChatSettingsDialog(
+            self.session.conversation(conversation_id).title,
+            self.session.chat_options(conversation_id),
+            app,
+            self,
+        )
+
+    def export_conversation(self, conversation_id: int, kind: str) -> None:
+        """Ask where to write the chat, then write it; the outcome is one sentence under the chat."""
+        title = self.session.conversation(conversation_id).title
+        suffix, filter_text = (".md", "Markdown (*.md)") if kind == "markdown" else (".json", "JSON (*.json)")
+        name = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in title).strip() or "chat"
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export chat", str(Path.home() / f"{name}{suffix}"), f"{filter_text};;All files (*)"
+        )
+        if not path:
+            return
+        target = Path(path)
+        if not target.suffix:
+            target = target.with_suffix(suffix)
+        problem = self.session.export(conversation_id, kind, target)
+        self._show_notice(problem or f"Exported “{title}” to {target}.")
+
     def _on_composer_submitted(self, text: str) -> None:
         self.send_message(text)
 
@@ -398,6 +502,65 @@ class MainWindow(QMainWindow):
 
     def _on_chat_view_code_copied(self, _code: str) -> None:
         self.status.flash("Code copied")
+
+    def _on_chat_view_message_copied(self, _text: str) -> None:
+        self.status.flash("Message copied")
+
+    def _on_chat_view_delete_requested(self, message_id: int) -> None:
+        self.delete_message(message_id)
+
+    def _on_chat_view_edit_requested(self, message_id: int) -> None:
+        self.edit_message(message_id)
+
+    def edit_message(self, message_id: int) -> None:
+        """Put one of the user's messages in the box; sending it continues the chat from there."""
+        text = self.session.edit_message(message_id)
+        if text is None:
+            if self.generating:
+                self._show_notice("Wait for the reply, or stop it, before editing a message.")
+            return
+        self.composer.setPlainText(text)
+        self.composer.setFocus()
+        self._show_notice("Editing your message: send it to replace it and all after it (Esc cancels).")
+
+    def _on_chat_view_variant_requested(self, message_id: int, step: int) -> None:
+        cid = self.session.current_id
+        if self.session.switch_variant(message_id, step) and cid is not None:
+            self._show_conversation(cid)
+
+    def delete_message(self, message_id: int) -> None:
+        """Delete a reply at once; for one of the user's messages, ask whether what follows goes too."""
+        shown = [m for m in self.chat_view.messages if m.message_id == message_id]
+        with_following = False
+        if shown and shown[0].role == "user" and self.session.has_messages_after(message_id):
+            box = QMessageBox(
+                QMessageBox.Icon.Question,
+                "Delete message",
+                "Delete this message only, or also everything after it?",
+                parent=self,
+            )
+            box.setObjectName("delete_message_dialog")
+            box.setInformativeText("The replies after it answered it; this cannot be undone.")
+            following = box.addButton("Delete it and what follows", QMessageBox.ButtonRole.DestructiveRole)
+            only = box.addButton("Delete this message only", QMessageBox.ButtonRole.AcceptRole)
+            box.addButton(QMessageBox.StandardButton.Cancel)
+            box.exec()
+            if box.clickedButton() not in (following, only):
+                return
+            with_following = box.clickedButton() is following
+        if self.session.delete_message(message_id, with_following=with_following):
+            cid = self.session.current_id
+            if cid is not None:
+                self._show_conversation(cid)
+            self._update_buttons()
+
+    def _on_search_action_triggered(self) -> None:
+        self.sidebar.search.setFocus()
+        self.sidebar.search.selectAll()
+
+    def _on_speculation_action_toggled(self, enabled: bool) -> None:
+        if enabled != self._settings.speculation:
+            self._settings.set("speculation", enabled)
 
     def _on_status_speculation_toggled(self, enabled: bool) -> None:
         self._settings.set("speculation", enabled)
@@ -429,6 +592,7 @@ class MainWindow(QMainWindow):
     def _on_settings_changed(self, name: str, value: object) -> None:
         if name == "speculation":
             self.status.set_speculation_enabled(bool(value))
+            self.speculation_action.setChecked(bool(value))
         elif name == "colour_accepted_tokens":
             self.chat_view.set_colour_drafted(bool(value))
         elif name == "theme":
@@ -457,6 +621,11 @@ class MainWindow(QMainWindow):
         self.send_button.setEnabled(not busy)
         self.regenerate_button.setEnabled(not busy and has_chat)
         self.edit_button.setEnabled(not busy and has_chat)
+        self.regenerate_action.setEnabled(not busy and has_chat)
+        self.edit_action.setEnabled(not busy and has_chat)
+        self.export_markdown_action.setEnabled(has_chat)
+        self.chat_settings_action.setEnabled(has_chat)
+        self.export_json_action.setEnabled(has_chat)
 
     def _show_conversation(self, conversation_id: int) -> None:
         self.chat_view.set_messages([_display(m) for m in self.session.messages(conversation_id)])
@@ -491,6 +660,11 @@ def _display(message: ShownMessage) -> DisplayMessage:
     footer = formatting.reply_footer(message.stats) if message.stats is not None else ""
     if message.finish_reason is FinishReason.CANCELLED:
         footer = "Stopped. " + footer
+    elif message.finish_reason is FinishReason.LENGTH:
+        footer = "Cut off at the length limit. " + footer
     elif message.role == "assistant" and not message.complete and message.stats is None:
         footer = "Interrupted."
-    return DisplayMessage(message.role, message.content, footer, message.drafted_runs, message.model)
+    return DisplayMessage(
+        message.role, message.content, footer, message.drafted_runs, message.model, message.id,
+        message.variant,
+    )

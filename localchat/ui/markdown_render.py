@@ -4,6 +4,11 @@ Qt's own Markdown reader does the prose; fenced code blocks are cut out first
 and drawn as a shaded box with a "Copy" link, because QTextDocument has no
 widgets inside it and an anchor is the one clickable thing it offers. The link
 is ``copy:<n>`` and ``n`` indexes the list of code blocks the caller keeps.
+
+A block whose fence names a language Pygments knows is coloured by it, with
+inline styles (QTextDocument reads no style sheet classes) in a light or a dark
+Pygments style after the palette. A block with accepted-draft colouring keeps
+that colouring instead: the two would fight over every character.
 """
 
 from __future__ import annotations
@@ -11,7 +16,13 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import Lexer
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
 from PySide6.QtGui import QTextDocument
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)")
@@ -156,6 +167,33 @@ class Colors:
     link: str
     user_background: str
     drafted: str = "#1a7f37"  # text from accepted draft tokens, when that is switched on
+    dark: bool = False  # the palette is dark: code is coloured in a dark Pygments style
+
+
+LIGHT_CODE_STYLE = "default"
+DARK_CODE_STYLE = "github-dark"
+
+
+@lru_cache(maxsize=64)
+def _lexer(language: str) -> Lexer | None:
+    try:
+        return get_lexer_by_name(language, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+@lru_cache(maxsize=2)
+def _formatter(style: str) -> HtmlFormatter:
+    return HtmlFormatter(style=style, nowrap=True, noclasses=True)
+
+
+def highlight_code(code: str, language: str, *, dark: bool) -> str | None:
+    """``code`` as HTML coloured for ``language``; None when Pygments does not know the language."""
+    lexer = _lexer(language.lower()) if language else None
+    if lexer is None:
+        return None
+    formatter = _formatter(DARK_CODE_STYLE if dark else LIGHT_CODE_STYLE)
+    return str(highlight(code, lexer, formatter)).rstrip("\n")
 
 
 def render_message(markdown: str, colors: Colors, code_blocks: list[str], *, plain: bool = False) -> str:
@@ -174,7 +212,10 @@ def render_message(markdown: str, colors: Colors, code_blocks: list[str], *, pla
         index = len(code_blocks)
         code_blocks.append(strip_draft_marks(segment.text))
         label = html.escape(segment.language or "code")
-        body = html.escape(segment.text) or "&nbsp;"
+        coloured = None if DRAFT_OPEN in segment.text else highlight_code(
+            segment.text, segment.language, dark=colors.dark
+        )
+        body = (coloured if coloured is not None else html.escape(segment.text)) or "&nbsp;"
         parts.append(
             f'<table width="100%" cellspacing="0" cellpadding="6" '
             f'style="margin-top:4px; margin-bottom:4px; border-collapse:collapse; '

@@ -1,4 +1,4 @@
-"""The conversation list: new, rename (double-click or menu), delete, search."""
+"""The conversation list: new, rename (double-click or menu), delete, export, search."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class ConversationSidebar(QWidget):
     rename_requested = Signal(object, str)
     delete_requested = Signal(object)
     search_changed = Signal(str)
+    export_requested = Signal(object, str)  # conversation id, "markdown" | "json"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -96,15 +97,28 @@ class ConversationSidebar(QWidget):
         if not self._filling and item.text().strip():
             emit(self.rename_requested, item.data(ID_ROLE), item.text().strip())
 
+    def conversation_menu(self, item: QListWidgetItem) -> QMenu:
+        """The right-click menu of one chat in the list."""
+        menu = QMenu(self)
+        conversation_id = item.data(ID_ROLE)
+        rename = menu.addAction("Rename")
+        rename.triggered.connect(lambda: self.list.editItem(item))
+        menu.addSeparator()
+        markdown = menu.addAction("Export as Markdown…")
+        markdown.setObjectName("export_markdown")
+        markdown.triggered.connect(lambda: emit(self.export_requested, conversation_id, "markdown"))
+        as_json = menu.addAction("Export as JSON…")
+        as_json.setObjectName("export_json")
+        as_json.triggered.connect(lambda: emit(self.export_requested, conversation_id, "json"))
+        menu.addSeparator()
+        delete = menu.addAction("Delete")
+        delete.triggered.connect(lambda: self.confirm_delete(conversation_id, item.text()))
+        return menu
+
     def _on_list_context_menu_requested(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)
         if item is None:
             return
-        menu = QMenu(self)
-        rename = menu.addAction("Rename")
-        delete = menu.addAction("Delete")
-        chosen = menu.exec(self.list.mapToGlobal(pos))
-        if chosen is rename:
-            self.list.editItem(item)
-        elif chosen is delete:
-            self.confirm_delete(item.data(ID_ROLE), item.text())
+        menu = self.conversation_menu(item)
+        menu.exec(self.list.mapToGlobal(pos))
+        menu.deleteLater()

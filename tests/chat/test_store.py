@@ -240,3 +240,80 @@ def test_a_full_disk_is_a_sentence_and_keeps_what_was_written(tmp_path: Path) ->
         with pytest.raises(StoreWriteError, match=r"^Could not save the chat: the disk is full\.$"):
             s.add_message(conv.id, "assistant", "x" * 100_000)
         assert [m.content for m in s.messages(conv.id)] == ["before"]
+
+
+def test_delete_one_message_keeps_the_rest(store: ConversationStore) -> None:
+    c = store.create("Chat")
+    first = store.add_message(c.id, "user", "one")
+    reply = store.add_message(c.id, "assistant", "two")
+    last = store.add_message(c.id, "user", "three")
+    gone = store.delete_message(reply.id)
+    assert gone.content == "two"
+    assert [m.id for m in store.messages(c.id)] == [first.id, last.id]
+    with pytest.raises(NotFoundError):
+        store.delete_message(reply.id)
+
+
+_VERSION_1 = """
+CREATE TABLE conversations (
+    id INTEGER PRIMARY KEY, title TEXT NOT NULL, system_prompt TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL, updated REAL NOT NULL
+);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+    content TEXT NOT NULL, stats TEXT, created REAL NOT NULL, complete INTEGER NOT NULL DEFAULT 1
+);
+INSERT INTO conversations VALUES (1, 'Old chat', 'Be brief.', 100.0, 200.0);
+INSERT INTO messages VALUES (1, 1, 'user', 'Hello', NULL, 150.0, 1);
+INSERT INTO messages VALUES (2, 1, 'assistant', 'Hi!', '{"generated_tokens": 3}', 160.0, 1);
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_history_in_the_first_schema_opens_and_keeps_every_chat(tmp_path: Path) -> None:
+    path = tmp_path / "chats.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(_VERSION_1)
+    old.close()
+    with ConversationStore(path) as store:
+        (chat,) = store.list_conversations()
+        assert (chat.title, chat.system_prompt, chat.options) == ("Old chat", "Be brief.", {})
+        messages = [(m.role, m.content) for m in store.messages(chat.id)]
+        assert messages == [("user", "Hello"), ("assistant", "Hi!")]
+        assert store.messages(chat.id)[1].stats == {"generated_tokens": 3}
+        store.set_options(chat.id, {"temperature": 0.2})
+    version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
+    assert version == store_module.SCHEMA_VERSION
+    with ConversationStore(path) as again:
+        assert again.get(1).options == {"temperature": 0.2}
+
+
+def test_a_chat_keeps_its_own_settings(store: ConversationStore) -> None:
+    c = store.create("Chat")
+    assert c.options == {}
+    assert store.set_options(c.id, {"temperature": 0.1, "max_reply_tokens": 64}).options == {
+        "temperature": 0.1, "max_reply_tokens": 64,
+    }
+    assert store.set_options(c.id, {}).options == {}
+    with pytest.raises(NotFoundError):
+        store.set_options(c.id + 99, {"temperature": 0.1})
+
+
+def test_answers_kept_by_regenerate_switch_and_delete(store: ConversationStore) -> None:
+    c = store.create("Chat")
+    store.add_message(c.id, "user", "Hi")
+    first = store.add_message(c.id, "assistant", "Hello")
+    second = store.add_message(c.id, "assistant", "Hey", variant_of=first.id)
+    third = store.add_message(c.id, "assistant", "Howdy", complete=False, variant_of=second.id)
+    assert [m.content for m in store.messages(c.id)] == ["Hi", "Howdy"]  # only the one shown
+    assert [m.content for m in store.messages(c.id, every=True)] == ["Hi", "Hello", "Hey", "Howdy"]
+    assert [m.id for m in store.variants(first.id)] == [first.id, second.id, third.id]
+    store.show_variant(first.id)
+    assert [m.content for m in store.messages(c.id)] == ["Hi", "Hello"]
+    store.delete_message(first.id)  # the shown one goes: the newest other answer is shown
+    assert [m.content for m in store.messages(c.id)] == ["Hi", "Howdy"]
+    assert [m.id for m in store.variants(second.id)] == [second.id, third.id]
+    store.update_message(third.id, content="Howdy!", complete=True)
+    assert store.message(third.id).variant_group == first.id and store.message(third.id).shown

@@ -380,3 +380,91 @@ def test_each_reply_keeps_the_catalog_name_of_the_model_that_wrote_it(
     assert [m.model for m in s.messages(s.current_id) if m.role == "assistant"] == [
         "Qwen2.5-Coder 1.5B Instruct · Q4_K_M", "somebody-elses.gguf",
     ]
+
+
+def test_the_reply_length_is_a_setting_and_a_chat_may_have_its_own(
+    session: ChatSession, engine: FakeEngine, settings: SettingsService
+) -> None:
+    assert session.send("Hello")
+    assert engine.requests[-1].max_tokens == 1024  # the setting's default
+    assert engine.requests[-1].sampling.temperature == 0.7
+    engine.finish()
+    settings.set("max_reply_tokens", 300)
+    settings.set("temperature", 0.5)
+    assert session.regenerate()
+    assert engine.requests[-1].max_tokens == 300
+    engine.finish()
+    cid = session.current_id
+    assert cid is not None
+    assert session.set_chat_options(cid, {"temperature": 0.1, "max_reply_tokens": 64})
+    assert session.regenerate()
+    assert (engine.requests[-1].max_tokens, engine.requests[-1].sampling.temperature) == (64, 0.1)
+    engine.finish()
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+    assert not session.set_chat_options(cid, {"max_reply_tokens": 5})  # below the option's minimum
+    assert notices and "max_reply_tokens must be at least 16" in notices[-1]
+    assert session.chat_options(cid) == {"temperature": 0.1, "max_reply_tokens": 64}
+    assert session.set_chat_options(cid, {})
+    assert session.reply_settings(cid) == (0.5, 300)
+
+
+def test_regenerate_keeps_earlier_answers_and_the_prompt_uses_the_shown_one(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    assert session.send("Name a colour")
+    engine.stream("Red.")
+    engine.finish()
+    assert session.regenerate()
+    assert [m.content for m in engine.requests[-1].messages] == ["Name a colour"]  # not the kept answer
+    cid = session.current_id
+    assert cid is not None
+    assert [m.content for m in session.messages(cid)] == ["Name a colour"]  # the old one hidden meanwhile
+    engine.stream("Blue.")
+    engine.finish()
+    shown = session.messages(cid)
+    assert [(m.content, m.variant) for m in shown] == [("Name a colour", (1, 1)), ("Blue.", (2, 2))]
+    assert shown[1].id is not None
+    assert session.switch_variant(shown[1].id, -1)
+    shown = session.messages(cid)
+    assert [(m.content, m.variant) for m in shown] == [("Name a colour", (1, 1)), ("Red.", (1, 2))]
+    assert shown[1].id is not None
+    assert not session.switch_variant(shown[1].id, -1)  # already the first
+    assert session.send("Another")
+    assert [m.content for m in engine.requests[-1].messages] == ["Name a colour", "Red.", "Another"]
+    engine.finish()
+    assert len(store.messages(cid, every=True)) == 4  # both answers kept (the last reply had no text)
+
+
+def test_a_regenerate_stopped_before_any_text_keeps_the_answer_shown(
+    session: ChatSession, engine: FakeEngine
+) -> None:
+    assert session.send("Hi")
+    engine.stream("Hello.")
+    engine.finish()
+    assert session.regenerate()
+    session.cancel()
+    cid = session.current_id
+    assert cid is not None
+    assert [(m.content, m.variant) for m in session.messages(cid)] == [("Hi", (1, 1)), ("Hello.", (1, 1))]
+
+
+def test_any_user_message_can_be_edited_and_the_chat_continues_from_there(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    for question, answer in (("one?", "1"), ("two?", "2"), ("three?", "3")):
+        assert session.send(question)
+        engine.stream(answer)
+        engine.finish()
+    cid = session.current_id
+    assert cid is not None
+    second = next(m for m in store.messages(cid) if m.content == "two?")
+    first_reply = next(m for m in store.messages(cid) if m.content == "1")
+    assert session.edit_message(first_reply.id) is None  # a reply is not edited
+    assert session.edit_message(second.id) == "two?" and session.editing
+    assert session.send("TWO?")
+    assert [m.content for m in engine.requests[-1].messages] == ["one?", "1", "TWO?"]
+    engine.stream("II")
+    engine.finish()
+    assert [c for _, c, _ in stored(store, session)] == ["one?", "1", "TWO?", "II"]
+    assert not session.editing

@@ -105,3 +105,62 @@ def test_drafted_text_is_coloured_only_when_asked(view: ChatView) -> None:
     assert colour not in view.toHtml().lower()
     view.set_colour_drafted(True)
     assert colour in view.toHtml().lower()
+
+
+def test_each_message_can_be_copied_whole_and_a_stored_one_deleted(qtbot, view: ChatView) -> None:
+    reply = "Here:\n\n```python\nprint('hi')\n```\n\nDone."
+    view.set_messages([DisplayMessage("user", "Show me", message_id=4), DisplayMessage("assistant", reply,
+                                                                                       message_id=5)])
+    assert "Copy" in view.toPlainText() and "Delete" in view.toPlainText()
+    with qtbot.waitSignal(view.message_copied) as blocker:
+        view.anchorClicked.emit(QUrl("msgcopy:1"))
+    assert blocker.args == [reply]  # the whole Markdown, not only its code block
+    assert QGuiApplication.clipboard().text() == reply
+    with qtbot.waitSignal(view.delete_requested) as blocker:
+        view.anchorClicked.emit(QUrl("msgdelete:5"))
+    assert blocker.args == [5]
+
+
+def test_the_context_menu_acts_on_the_message_under_the_pointer(qtbot, view: ChatView) -> None:
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_messages([DisplayMessage("user", "first question", message_id=1),
+                       DisplayMessage("assistant", "the answer", message_id=2),
+                       DisplayMessage("assistant", "not stored yet")])
+    doc_text = view.toPlainText()
+    cursor = view.textCursor()
+    cursor.setPosition(doc_text.index("the answer") + 3)
+    point = view.cursorRect(cursor).center()
+    index = view.message_at(point)
+    assert index == 1
+    menu = view.message_menu(index)
+    names = {a.objectName(): a for a in menu.actions()}
+    with qtbot.waitSignal(view.delete_requested) as blocker:
+        names["delete_message"].trigger()
+    assert blocker.args == [2]
+    names["copy_message"].trigger()
+    assert QGuiApplication.clipboard().text() == "the answer"
+    cursor.setPosition(doc_text.index("not stored") + 2)
+    last = view.message_menu(view.message_at(view.cursorRect(cursor).center()))
+    last_names = [a.objectName() for a in last.actions()]
+    assert "copy_message" in last_names and "delete_message" not in last_names
+
+
+def test_code_blocks_are_highlighted_in_the_view(view: ChatView) -> None:
+    view.set_messages([DisplayMessage("assistant", "```python\nimport os\n```")])
+    assert "import os" in view.toPlainText()
+    # The document keeps the keyword's colour as a character format (not only in the HTML given to it).
+    cursor = view.document().find("import")
+    assert not cursor.isNull()
+    colour = cursor.charFormat().foreground().color()
+    assert colour.name() != view._colors.text  # coloured as a keyword, not the text colour
+
+
+def test_a_users_message_menu_offers_edit(qtbot, view: ChatView) -> None:
+    view.set_messages([DisplayMessage("user", "question", message_id=7), DisplayMessage("assistant", "answer",
+                                                                                        message_id=8)])
+    user_menu = {a.objectName(): a for a in view.message_menu(0).actions()}
+    assert "edit_message" not in {a.objectName() for a in view.message_menu(1).actions()}
+    with qtbot.waitSignal(view.edit_requested) as blocker:
+        user_menu["edit_message"].trigger()
+    assert blocker.args == [7]

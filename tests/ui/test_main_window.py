@@ -179,7 +179,7 @@ def test_ctrl_n_starts_a_new_chat(qtbot, parts: AppParts, tmp_path: Path) -> Non
     w.send_message("hi")
     engine.finish(FinishReason.STOP)
     assert w.conversation_id is not None
-    w.new_shortcut.activated.emit()
+    w.new_action.trigger()
     assert w.conversation_id is None
     assert w.chat_view.toPlainText().strip() != "hi"
 
@@ -279,3 +279,236 @@ def test_help_opens_the_log_folder(qtbot, parts: AppParts, monkeypatch, tmp_path
     assert "&Help" in menus
     parts.window.log_folder_action.trigger()
     assert opened == [str(tmp_path / "logs")] and (tmp_path / "logs").is_dir()
+
+
+def _answer_dialog(qtbot, name: str, button_text: str) -> None:
+    """Click ``button_text`` in the modal box called ``name`` once it is open (the real dialog)."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    def click() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox) or box.objectName() != name:
+            QTimer.singleShot(20, click)
+            return
+        for button in box.buttons():
+            if button.text().replace("&", "") == button_text:
+                button.click()
+                return
+        raise AssertionError(f"no button {button_text!r} in {[b.text() for b in box.buttons()]}")
+
+    QTimer.singleShot(0, click)
+
+
+def _chat_of_two_exchanges(parts: AppParts, tmp_path: Path) -> FakeEngine:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    for question, answer in (("First?", "One."), ("Second?", "Two.")):
+        w.send_message(question)
+        engine.stream(answer)
+        engine.finish()
+    return engine
+
+
+def test_deleting_a_reply_deletes_only_it(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    first_reply = next(m for m in w.chat_view.messages if m.content == "One.")
+    assert first_reply.message_id is not None
+    w.chat_view.delete_requested.emit(first_reply.message_id)
+    assert [m.content for m in parts.store.messages(w.conversation_id)] == ["First?", "Second?", "Two."]
+    assert "One." not in w.chat_view.toPlainText()
+
+
+@pytest.mark.parametrize(
+    ("button", "left"),
+    [
+        ("Delete this message only", ["One.", "Second?", "Two."]),
+        ("Delete it and what follows", []),
+        ("Cancel", ["First?", "One.", "Second?", "Two."]),
+    ],
+)
+def test_deleting_a_user_message_asks_about_what_follows(
+    qtbot, parts: AppParts, tmp_path: Path, button: str, left: list[str]
+) -> None:
+    _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    question = next(m for m in w.chat_view.messages if m.content == "First?")
+    assert question.message_id is not None
+    _answer_dialog(qtbot, "delete_message_dialog", button)
+    w.chat_view.delete_requested.emit(question.message_id)
+    assert [m.content for m in parts.store.messages(w.conversation_id)] == left
+    assert [m.content for m in w.chat_view.messages] == left
+
+
+def test_a_message_cannot_be_deleted_while_its_chat_is_answering(parts: AppParts, tmp_path: Path) -> None:
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    reply = next(m for m in w.chat_view.messages if m.content == "Two.")
+    w.regenerate()
+    engine.stream("Again")
+    assert reply.message_id is not None
+    w.chat_view.delete_requested.emit(reply.message_id)
+    assert "Stop the reply" in w.notice.text()
+    engine.finish()
+
+
+def test_export_from_the_menu_and_the_sidebar(qtbot, parts: AppParts, tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    from PySide6.QtWidgets import QFileDialog
+
+    _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    chosen: list[Path] = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(chosen[-1]), ""))
+    chosen.append(tmp_path / "out" / "chat")  # no suffix given: the format's own is added
+    (tmp_path / "out").mkdir()
+    w.export_markdown_action.trigger()
+    text = (tmp_path / "out" / "chat.md").read_text(encoding="utf-8")
+    assert "## You\n\nFirst?" in text and "Two." in text
+    assert "Exported" in w.notice.text()
+    chosen.append(tmp_path / "out" / "chat.json")
+    menu = w.sidebar.conversation_menu(w.sidebar.list.item(0))
+    next(a for a in menu.actions() if a.objectName() == "export_json").trigger()
+    document = json.loads((tmp_path / "out" / "chat.json").read_text(encoding="utf-8"))
+    assert [m["content"] for m in document["messages"]] == ["First?", "One.", "Second?", "Two."]
+    assert document["messages"][1]["stats"]["generated_tokens"] == 12
+    chosen.append(tmp_path / "gone" / "chat.md")
+    w.export_markdown_action.trigger()
+    assert w.notice.text().startswith("Could not export the chat to")
+    assert "folder does not exist" in w.notice.text()
+
+
+def test_chat_settings_are_kept_with_the_chat(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from localchat.ui.chat_settings_dialog import ChatSettingsDialog
+
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    assert w.chat_settings_action.isEnabled()
+
+    def fill() -> None:
+        dialog = QApplication.activeModalWidget()
+        if not isinstance(dialog, ChatSettingsDialog):
+            QTimer.singleShot(20, fill)
+            return
+        assert not dialog.temperature.isEnabled() and dialog.temperature.value() == 0.7
+        dialog.own_temperature.setChecked(True)
+        dialog.temperature.setValue(0.25)
+        dialog.own_length.setChecked(True)
+        dialog.length.setValue(200)
+        dialog.accept()
+
+    QTimer.singleShot(0, fill)
+    w.chat_settings_action.trigger()
+    assert parts.store.get(w.conversation_id).options == {"temperature": 0.25, "max_reply_tokens": 200}
+    w.regenerate()
+    assert (engine.requests[-1].max_tokens, engine.requests[-1].sampling.temperature) == (200, 0.25)
+    engine.finish()
+    dialog = w.chat_settings_dialog(w.conversation_id)
+    assert dialog.own_length.isChecked() and dialog.length.value() == 200
+    dialog.own_length.setChecked(False)
+    assert dialog.length.value() == 1024  # back to showing the app's setting
+    assert dialog.values() == {"temperature": 0.25}
+    w.new_conversation()
+    assert not w.chat_settings_action.isEnabled()
+
+
+def test_keyboard_shortcuts_are_on_the_menus_and_work(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    from PySide6.QtGui import QKeySequence
+
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    menu_keys = {
+        a.text(): a.shortcut().toString()
+        for top in w.menuBar().actions()
+        for a in top.menu().actions()
+    }
+    assert menu_keys["New chat"] == QKeySequence(QKeySequence.StandardKey.New).toString()
+    assert menu_keys["Search chats"] == QKeySequence(QKeySequence.StandardKey.Find).toString()
+    assert menu_keys["Regenerate reply"] == "Ctrl+R"
+    assert menu_keys["Edit last message"] == "Ctrl+E"
+    assert menu_keys["Speculative decoding"] == "Ctrl+Shift+S"
+    assert "Ctrl+R" in w.regenerate_button.toolTip()
+    w.show()
+    w.activateWindow()
+    qtbot.waitUntil(w.isActiveWindow)
+    w.composer.setFocus()
+    requests = len(engine.requests)
+    qtbot.keyClick(w.composer, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    assert len(engine.requests) == requests + 1 and w.generating  # regenerate
+    engine.finish()
+    qtbot.keyClick(w.composer, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
+    assert w.composer.toPlainText() == "Second?" and w.session.editing
+    w.composer.clear()
+    w.session.stop_editing()
+    qtbot.keyClick(w.composer, Qt.Key.Key_Up)  # Up in the empty box edits the last message too
+    assert w.composer.toPlainText() == "Second?" and w.session.editing
+    qtbot.keyClick(w.composer, Qt.Key.Key_Up)  # with text in the box Up only moves the cursor
+    assert w.composer.toPlainText() == "Second?"
+    assert w.speculation_action.isChecked() and parts.settings.speculation
+    mods = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    qtbot.keyClick(w.composer, Qt.Key.Key_S, mods)
+    assert not parts.settings.speculation and not w.status.speculation_enabled
+    assert not w.speculation_action.isChecked()
+    qtbot.keyClick(w.composer, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    assert w.sidebar.search.hasFocus()
+    qtbot.keyClick(w.sidebar.search, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert w.conversation_id is None
+
+
+def test_regenerate_shows_a_switcher_between_the_answers(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    from PySide6.QtCore import QUrl
+
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    assert "1/1" not in w.chat_view.toPlainText()  # one answer: no switcher
+    w.regenerate()
+    assert "Two." not in w.chat_view.toPlainText()  # the answer being replaced is not shown meanwhile
+    engine.stream("Deux.")
+    engine.finish()
+    assert "‹ 2/2 ›" in w.chat_view.toPlainText() and "Deux." in w.chat_view.toPlainText()
+    reply = w.chat_view.messages[-1]
+    assert reply.variant == (2, 2) and reply.message_id is not None
+    assert f'href="variant:{reply.message_id}:-1"' in w.chat_view.toHtml()
+    w.chat_view.anchorClicked.emit(QUrl(f"variant:{reply.message_id}:-1"))
+    text = w.chat_view.toPlainText()
+    assert "‹ 1/2 ›" in text and "Two." in text and "Deux." not in text
+    w.send_message("Third?")
+    assert [m.content for m in engine.requests[-1].messages][-3:] == ["Second?", "Two.", "Third?"]
+    engine.finish()
+
+
+def test_editing_an_earlier_message_from_its_header(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    from PySide6.QtCore import QUrl
+
+    engine = _chat_of_two_exchanges(parts, tmp_path)
+    w = parts.window
+    first = next(m for m in w.chat_view.messages if m.content == "First?")
+    assert f'href="msgedit:{first.message_id}"' in w.chat_view.toHtml()
+    reply = next(m for m in w.chat_view.messages if m.content == "One.")
+    assert f'href="msgedit:{reply.message_id}"' not in w.chat_view.toHtml()  # replies are not edited
+    w.chat_view.anchorClicked.emit(QUrl(f"msgedit:{first.message_id}"))
+    assert w.composer.toPlainText() == "First?" and "Editing your message" in w.notice.text()
+    w.composer.setPlainText("First, again?")
+    w.composer.submit()
+    assert [m.content for m in engine.requests[-1].messages] == ["First, again?"]
+    engine.stream("Again one.")
+    engine.finish()
+    assert [m.content for m in w.chat_view.messages] == ["First, again?", "Again one."]
+
+
+def test_a_reply_the_store_could_not_keep_stays_on_screen(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.send_message("write a lot")
+    store = parts.store
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages + 1}")
+    engine.stream("y" * 200_000)
+    engine.finish()
+    assert "disk is full" in w.notice.text()
+    assert w.chat_view.messages[-1].content == "y" * 200_000

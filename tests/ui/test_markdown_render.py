@@ -61,3 +61,36 @@ def test_drafted_text_is_coloured_without_changing_the_markdown() -> None:
     all_drafted = render_message(mark_drafted(md, [True] * len(md)), COLORS, [])
     assert f"color:{COLORS.drafted};" in all_drafted
     assert f"color:{COLORS.drafted};" not in plain
+
+
+def test_code_in_a_known_language_is_coloured_in_each_theme() -> None:
+    import dataclasses
+    import re
+
+    from pygments.styles import get_style_by_name
+    from pygments.token import Keyword
+
+    from localchat.ui.markdown_render import DARK_CODE_STYLE, LIGHT_CODE_STYLE
+
+    md = "```python\ndef greet(name):\n    return f'hi {name}' if name < 3 else None\n```"
+    light = render_message(md, COLORS, blocks := [])
+    dark = render_message(md, dataclasses.replace(COLORS, dark=True), [])
+    assert blocks == ["def greet(name):\n    return f'hi {name}' if name < 3 else None"]
+    keyword = {
+        name: "#" + get_style_by_name(name).style_for_token(Keyword)["color"].lower()
+        for name in (LIGHT_CODE_STYLE, DARK_CODE_STYLE)
+    }
+    assert keyword[LIGHT_CODE_STYLE] != keyword[DARK_CODE_STYLE]
+    assert f'<span style="color: {keyword[LIGHT_CODE_STYLE]}' in light.lower()
+    assert f'<span style="color: {keyword[DARK_CODE_STYLE]}' in dark.lower()
+    assert "&lt;" in light and " < " not in light  # still escaped
+    assert re.sub(r"<[^>]+>", "", light.split("<pre")[1].split(">", 1)[1].split("</pre>")[0]).startswith(
+        "def greet(name):\n"
+    )
+
+
+def test_an_unknown_or_unnamed_language_stays_plain() -> None:
+    for md in ("```\nx = 1\n```", "```nosuchlanguage\nx = 1\n```"):
+        html = render_message(md, COLORS, [])
+        assert "<pre" in html and "x = 1" in html
+        assert "<span style=\"color: #" not in html

@@ -1,0 +1,109 @@
+"""A conversation written out as Markdown (to read or share) or JSON (to keep or process).
+
+The JSON carries what the store knows of each message: role, text, when it was
+written, whether it was complete, and a reply's statistics as the services
+layer stored them (tokens, seconds, drafted and accepted tokens, the model's
+name). ``FORMAT`` names the layout so a reader can tell a later change.
+Writing goes to a temporary file beside the target and is renamed over it,
+so a failed export never leaves half a file where an earlier one was; a
+failure is ``ExportError`` with a sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from localchat.chat.store import Conversation, Message
+
+FORMAT = "localchat-chat/1"
+KINDS = ("markdown", "json")
+_ROLE_HEADINGS = {"user": "You", "assistant": "Assistant", "system": "System"}
+
+
+class ExportError(Exception):
+    """The chat could not be written; the message is a sentence for the user."""
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(seconds))
+
+
+def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
+    """The chat as a Markdown document: a title, the system prompt, then one section per message."""
+    lines = [f"# {conversation.title}", "", f"_Exported from localchat, {_iso(time.time())}_", ""]
+    if conversation.system_prompt.strip():
+        lines += ["**System prompt:**", "", conversation.system_prompt.strip(), ""]
+    for message in messages:
+        who = _ROLE_HEADINGS.get(message.role, message.role)
+        model = (message.stats or {}).get("model")
+        if message.role == "assistant" and isinstance(model, str) and model:
+            who = model
+        lines += [f"## {who}", "", message.content.rstrip(), ""]
+        if message.role == "assistant" and not message.complete:
+            lines += ["_(stopped before the end)_", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
+    """The chat as JSON: the conversation's facts and each message with its statistics."""
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "title": conversation.title,
+        "system_prompt": conversation.system_prompt,
+        "created": _iso(conversation.created),
+        "updated": _iso(conversation.updated),
+        "messages": [
+            {
+                "role": m.role,
+                "content": m.content,
+                "created": _iso(m.created),
+                "complete": m.complete,
+                "stats": m.stats,
+            }
+            for m in messages
+        ],
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
+def render(kind: str, conversation: Conversation, messages: Sequence[Message]) -> str:
+    if kind == "markdown":
+        return to_markdown(conversation, messages)
+    if kind == "json":
+        return to_json(conversation, messages)
+    raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+
+
+def write_export(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all; ExportError says why it failed."""
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise ExportError(_sentence(path, exc)) from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise ExportError(_sentence(path, exc)) from exc
+
+
+def _sentence(path: Path, exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, FileNotFoundError):
+        reason = "the folder does not exist"
+    elif isinstance(exc, PermissionError):
+        reason = "you may not write in that folder"
+    elif exc.errno == errno.ENOSPC:
+        reason = "the disk is full"
+    return f"Could not export the chat to {path}: {reason}."
