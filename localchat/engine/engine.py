@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -232,6 +233,15 @@ class Engine:
         rec = StatsRecorder()
         loop = DecodeLoop(self.target, drafter, policy, request.sampling, rec, cancel, request.max_tokens)
         loop.trace = self.trace_hook
+        if on_event is not None:
+            read_start = time.perf_counter()
+
+            def prompt_progress(done: int, total: int) -> None:
+                elapsed = time.perf_counter() - read_start
+                on_event(TokenEvent("", 0, 0, rec.snapshot(), self._live_state(spec_state, policy),
+                                    prompt_progress=(done, total, elapsed)))
+
+            loop.on_prompt_progress = prompt_progress
         stops = tuple(s for s in (*request.stop, *template_stops) if s)
         hold = max((len(s) for s in stops), default=1) - 1
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

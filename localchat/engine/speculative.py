@@ -65,6 +65,8 @@ class DecodeLoop:
         # Test and diagnostics hook: called after each verification with
         # (batch, the target's choice at each evaluated row, accepted count).
         self.trace: Callable[[list[int], list[int], int], None] | None = None
+        # (tokens read, tokens to read) while a long prompt is read, for a progress display.
+        self.on_prompt_progress: Callable[[int, int], None] | None = None
 
     # -- helpers -----------------------------------------------------------------
     def _pick(self, row: int, history: Sequence[int]) -> int:
@@ -117,7 +119,7 @@ class DecodeLoop:
     def run(self, prompt: list[int]) -> Iterator[Step]:
         rec, target = self.rec, self.target
         t0 = time.perf_counter()
-        evaluated = sync_context(target, prompt, self.should_cancel)
+        evaluated = sync_context(target, prompt, self.should_cancel, self.on_prompt_progress)
         if self.should_cancel():
             self.finish_reason = FinishReason.CANCELLED
             return

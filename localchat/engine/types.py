@@ -103,6 +103,8 @@ class TokenEvent:
     speculation: SpeculationState
     # Which characters of ``text`` came from accepted draft tokens (see engine.textruns).
     drafted_runs: tuple[int, ...] = ()
+    # While the prompt is read (before any text): (tokens read, tokens to read, seconds so far).
+    prompt_progress: tuple[int, int, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -114,4 +114,5 @@ def merge_events(first: TokenEvent, second: TokenEvent) -> TokenEvent:
         stats=second.stats,
         speculation=second.speculation,
         drafted_runs=concat_runs(first.drafted_runs, second.drafted_runs),
+        prompt_progress=second.prompt_progress if not second.text else None,
     )
