@@ -123,6 +123,7 @@ class DiskStates:
         self._lock = threading.Lock()
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._pending: set[tuple[str, Tokens]] = set()  # queued, not yet written
 
     # -- reading (the engine's thread) ------------------------------------------------
     def entries(self, model: str) -> list[Tokens]:
@@ -214,7 +215,18 @@ class DiskStates:
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, name="kv-state-writer", daemon=True)
             self._thread.start()
-        self._jobs.put(lambda: self._write_now(model, tokens, blob))
+        with self._lock:
+            # A queued state this one extends need not reach the disk at all (an agent's quick turns).
+            self._pending -= {k for k in self._pending if k[0] == model and _is_prefix(k[1], tokens)}
+            self._pending.add((model, tokens))
+        self._jobs.put(lambda: self._write_queued(model, tokens, blob))
+
+    def _write_queued(self, model: str, tokens: Tokens, blob: bytearray) -> None:
+        with self._lock:
+            if (model, tokens) not in self._pending:
+                return
+            self._pending.discard((model, tokens))
+        self._write_now(model, tokens, blob)
 
     def _work(self) -> None:
         while True:
@@ -247,8 +259,7 @@ class DiskStates:
                 fh.write(meta)
                 fh.write(token_bytes)
                 fh.write(blob)
-                fh.flush()
-                os.fsync(fh.fileno())
+            # No fsync: a file cut short by a power cut fails the size and checksum tests and is dropped.
             os.replace(tmp, path)
         except OSError as exc:
             log.warning("could not save a conversation's state in %s: %s", self.folder, exc)
@@ -274,6 +285,10 @@ class DiskStates:
         except OSError:
             return
         total = sum(size for _, size, _ in files)
+        with contextlib.suppress(OSError):
+            for tmp in self.folder.glob(f".*{SUFFIX}.*.tmp"):  # left by a process killed mid-write
+                if time.time() - tmp.stat().st_mtime > 600:
+                    _unlink(tmp)
         for _, size, p in sorted(files):
             if total <= self.max_bytes:
                 break
