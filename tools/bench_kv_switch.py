@@ -16,10 +16,13 @@ restoring its saved state (to say whether keeping the drafter's state is worth i
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import psutil
 
 from localchat.engine.draft_sources import sync_context
 from localchat.engine.engine import Engine
@@ -62,8 +65,21 @@ def request(turns: list[tuple[str, str]], max_tokens: int = 4) -> GenerationRequ
                              sampling=SamplingParams(temperature=0.0))
 
 
-def first_token(engine: Engine, req: GenerationRequest) -> tuple[str, float, int, int]:
-    """(the reply, seconds to its first streamed text, prompt tokens read, prompt tokens cached)."""
+FOLLOW_UPS = ("Now add type hints.", "Now add a docstring example.", "Now handle an empty list.")
+
+
+@dataclass(frozen=True)
+class Turn:
+    reply: str
+    first_text: float  # seconds to the first streamed text (held back while it may be a stop string)
+    prompt: float  # seconds to the first token (the prompt read, and the drafter's)
+    total: int  # prompt tokens
+    read: int  # prompt tokens evaluated
+    cached: int  # prompt tokens not read again
+
+
+def timed(engine: Engine, turns: list[tuple[str, str]]) -> Turn:
+    req = request(turns)
     t0 = time.perf_counter()
     first: list[float] = []
 
@@ -72,8 +88,36 @@ def first_token(engine: Engine, req: GenerationRequest) -> tuple[str, float, int
             first.append(time.perf_counter() - t0)
 
     res = engine.generate(req, on_event=on_event)
-    ttft = first[0] if first else float("nan")
-    return res.text, ttft, res.stats.prompt_tokens, res.stats.cached_prompt_tokens
+    s = res.stats
+    return Turn(res.text, first[0] if first else float("nan"), s.prompt_seconds,
+                s.prompt_tokens + s.cached_prompt_tokens, s.prompt_tokens, s.cached_prompt_tokens)
+
+
+def switch_backs(engine: Engine, a: list[tuple[str, str]], b: list[tuple[str, str]], n: int) -> list[Turn]:
+    """A, then ``n`` times: B, A with a new follow-up (each one a switch back to A)."""
+    engine.generate(request(a))
+    out = []
+    for follow_up in FOLLOW_UPS[:n]:
+        engine.generate(request(b))
+        out.append(timed(engine, [*a, ("user", follow_up)]))
+    return out
+
+
+def drafter_figures(engine: Engine, prompt: list[int]) -> str:
+    md = engine.model_drafter
+    if md is None:
+        return "no draft model"
+    ctx = md.ctx
+    engine.states.remember(ctx, engine.state_key(ctx))
+    ctx.clear()
+    t0 = time.perf_counter()
+    sync_context(ctx, prompt)
+    reread = time.perf_counter() - t0
+    ctx.clear()
+    t0 = time.perf_counter()
+    engine.states.restore(ctx, engine.state_key(ctx), prompt)
+    restore = time.perf_counter() - t0
+    return f"drafter alone, {len(prompt)} tokens: read again {reread:.2f} s, restored {restore * 1000:.0f} ms"
 
 
 def main() -> None:
@@ -82,49 +126,31 @@ def main() -> None:
     ap.add_argument("--draft")
     ap.add_argument("--tokens", type=int, default=1000)
     ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--repeat", type=int, default=3, help="switches back with the cache (median shown)")
     args = ap.parse_args()
     folder = tempfile.mkdtemp(prefix="kv-states-")
     base = EngineConfig(args.model, draft_path=args.draft, n_ctx=args.ctx)
     b = [("system", "You answer questions about geography in one sentence."), ("user", "Where is Lima?")]
-    rows: list[tuple[str, int, float, int, int]] = []
-    reply = ""
-    a_next: list[tuple[str, str]] = []
-    for name, config in (("no saved states", replace(base, state_memory_bytes=0)),
-                         ("states in memory", replace(base, state_folder=folder))):
-        with Engine(config) as eng:
-            a = history(args.tokens, eng)
-            eng.generate(request(a))
-            eng.generate(request(b))
-            a_next = [*a, ("user", "Now add type hints.")]
-            reply, ttft, read, cached = first_token(eng, request(a_next))
-            rows.append((name, len(eng.prompt_tokens(request(a_next))[0]), ttft, read, cached))
-            if name == "states in memory" and eng.model_drafter is not None:
-                prompt = eng.prompt_tokens(request(a_next))[0]
-                dctx = eng.model_drafter.ctx
-                dctx.clear()
-                t0 = time.perf_counter()
-                sync_context(dctx, prompt)
-                reread = time.perf_counter() - t0
-                dctx.clear()
-                t0 = time.perf_counter()
-                eng.states.restore(dctx, eng._state_keys[id(dctx)], prompt)
-                restore = time.perf_counter() - t0
-                print(f"drafter alone, {len(prompt)} prompt tokens: read again {reread:.2f} s, "
-                      f"restored {restore * 1000:.0f} ms")
-    state_bytes = sum(p.stat().st_size for p in Path(folder).glob("*.kvstate"))
-    a_later = [*a_next, ("assistant", reply), ("user", "And a docstring example.")]
-    t0 = time.perf_counter()
+    rows: list[tuple[str, list[Turn]]] = []
+    with Engine(replace(base, state_memory_bytes=0)) as eng:
+        a = history(args.tokens, eng)
+        rows.append(("no saved states", switch_backs(eng, a, b, 1)))
     with Engine(replace(base, state_folder=folder)) as eng:
-        load = time.perf_counter() - t0
-        _, ttft, read, cached = first_token(eng, request(a_later))
-        rows.append(("after a restart (from disk)", len(eng.prompt_tokens(request(a_later))[0]), ttft, read,
-                     cached))
-    print(f"engine load before the restart row: {load:.1f} s")
-    print("| set-up | prompt tokens | time to first token | read | cached |")
-    print("|---|---|---|---|---|")
-    for name, total, ttft, read, cached in rows:
-        print(f"| {name} | {total} | {ttft:.2f} s | {read} | {cached} |")
-    print(f"saved state files: {state_bytes / 1e6:.1f} MB in {folder}")
+        turns = switch_backs(eng, a, b, args.repeat)
+        rows.append(("states in memory", turns))
+        last = [*a, ("user", FOLLOW_UPS[args.repeat - 1]), ("assistant", turns[-1].reply)]
+        drafter = drafter_figures(eng, eng.prompt_tokens(request(a))[0])
+    state_bytes = sum(p.stat().st_size for p in Path(folder).glob("*.kvstate"))
+    with Engine(replace(base, state_folder=folder)) as eng:
+        rows.append(("after a restart (from disk)", [timed(eng, [*last, ("user", "Thanks. And tests?")])]))
+    print(f"load average {psutil.getloadavg()[0]:.1f}; {drafter}; state files {state_bytes / 1e6:.0f} MB")
+    print("| set-up | prompt tokens | read | cached | first token | first text |")
+    print("|---|---|---|---|---|---|")
+    for name, got in rows:
+        mid = sorted(got, key=lambda t: t.first_text)[len(got) // 2]
+        prompt_s = statistics.median(t.prompt for t in got)
+        print(f"| {name} | {mid.total} | {mid.read} | {mid.cached} | {prompt_s:.2f} s "
+              f"| {mid.first_text:.2f} s |")
 
 
 if __name__ == "__main__":

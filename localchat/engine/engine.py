@@ -174,19 +174,23 @@ class Engine:
             contexts.append(md.ctx)
         return contexts
 
+    def state_key(self, ctx: Context) -> str:
+        """The key of ``ctx``'s model among saved states (the target's or the draft model's context)."""
+        return self._state_keys[id(ctx)]
+
     def _restore_states(self, tokens: list[int], drafter: DraftSource | None) -> None:
         if not self.states.enabled:
             return
         for ctx in self._cached_contexts(drafter):
             whole_only = ctx is self.target and self.target_model.is_recurrent
-            self.states.restore(ctx, self._state_keys[id(ctx)], tokens, whole_only)
+            self.states.restore(ctx, self.state_key(ctx), tokens, whole_only)
 
     def _remember_states(self) -> None:
         if not self.states.enabled:
             return
         contexts = [self.target] + ([self.model_drafter.ctx] if self.model_drafter is not None else [])
         for ctx in contexts:
-            self.states.remember(ctx, self._state_keys[id(ctx)])
+            self.states.remember(ctx, self.state_key(ctx))
 
     # -- speculation choice -------------------------------------------------------
     def _choose_drafter(self, spec: SpeculationConfig) -> tuple[DraftSource | None, SpeculationState]:
