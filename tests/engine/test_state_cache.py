@@ -233,6 +233,8 @@ def test_switching_back_reads_only_the_new_tokens(
         a2_prompt = len(eng.prompt_tokens(a2_request)[0])
         with caplog.at_level(logging.INFO, logger="localchat.engine.states"):
             a2 = eng.generate(a2_request)
+        eng.reset()  # the benchmark's "read from scratch": the kept states go too
+        assert eng.generate(ask(B1)).stats.cached_prompt_tokens == 0
     assert (a1.text, b1.text) == (reference["A1"].text, reference["B1"].text)
     # A2 reads only what follows A1's prompt and reply: the new user message and its framing.
     assert a2.stats.cached_prompt_tokens >= a1_prompt + MAX - 1
