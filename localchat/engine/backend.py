@@ -128,6 +128,11 @@ def _explain_load_failure(path: Path) -> str:
     return f"llama.cpp could not load {name}{suffix}."
 
 
+def _ubyte_view(blob: bytearray) -> Any:
+    """A ``uint8_t *`` over ``blob``'s own memory (no copy), for llama.cpp's state functions."""
+    return (ctypes.c_uint8 * len(blob)).from_buffer(blob)
+
+
 class DecodeAborted(GenerationError):
     """A decode stopped part-way because the abort callback asked it to."""
 
@@ -357,6 +362,35 @@ class Context:
     def clear(self) -> None:
         _llama().llama_memory_clear(self.memory, True)
         self.tokens = []
+
+    def save_state(self) -> bytearray:
+        """The KV cache of the sequence as llama.cpp serialises it (its cells only, no logits)."""
+        lc = _llama()
+        size = int(lc.llama_state_seq_get_size(self.handle, 0))
+        blob = bytearray(size)
+        if size == 0:
+            return blob
+        written = int(lc.llama_state_seq_get_data(self.handle, _ubyte_view(blob), size, 0))
+        del blob[written:]
+        return blob
+
+    def load_state(self, blob: bytearray, tokens: Sequence[int]) -> bool:
+        """Replace the cache by ``blob`` (from ``save_state``) holding ``tokens``; False if refused.
+
+        llama.cpp checks the blob's layout against this context (layers, cache types, room)
+        and clears the sequence when it does not fit; the position count is checked here
+        too, so a blob saved for other tokens never leaves the mirror out of step.
+        """
+        lc = _llama()
+        self.clear()
+        if not blob or not tokens:
+            return False
+        read = int(lc.llama_state_seq_set_data(self.handle, _ubyte_view(blob), len(blob), 0))
+        if read == 0 or int(lc.llama_memory_seq_pos_max(self.memory, 0)) != len(tokens) - 1:
+            self.clear()
+            return False
+        self.tokens = list(tokens)
+        return True
 
     def decode(self, tokens: Sequence[int], logits_for: str | int = "last") -> int:
         """Append ``tokens`` to the cache in one batch (``len <= n_batch``).

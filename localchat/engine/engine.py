@@ -25,6 +25,7 @@ from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError
 from localchat.engine.placement import Placement, split_target
 from localchat.engine.rpc_wire import WorkerAddressError, parse_endpoint
 from localchat.engine.speculative import DecodeLoop
+from localchat.engine.state_cache import DiskStates, StateCache, model_key
 from localchat.engine.stats import StatsRecorder
 from localchat.engine.textruns import runs_from_flags
 from localchat.engine.types import (
@@ -114,6 +115,7 @@ class Engine:
         self.trace_hook: Callable[[list[int], list[int], int], None] | None = None  # see DecodeLoop.trace
         if config.draft_path:
             self._load_drafter(Path(config.draft_path), n_ctx, threads)
+        self.states = self._state_cache(config)
         on_gpu = self.target_model.gpu_layers > 0 and has_local_accelerator()
         self.backend = backend_name() if on_gpu else "CPU"
         self.info = EngineInfo(
@@ -153,6 +155,44 @@ class Engine:
             return
         self.draft_model = draft
         self.model_drafter = ModelDrafter(ctx, draft.name)
+
+    def _state_cache(self, config: EngineConfig) -> StateCache:
+        disk = None
+        if config.state_folder and config.state_disk_bytes > 0:
+            disk = DiskStates(Path(config.state_folder), config.state_disk_bytes)
+        cache = StateCache(config.state_memory_bytes, disk)
+        self._state_keys: dict[int, str] = {}  # id(context) -> its model file's key
+        if cache.enabled:
+            self._state_keys[id(self.target)] = model_key(self.target_model.path)
+            if self.model_drafter is not None and self.draft_model is not None:
+                self._state_keys[id(self.model_drafter.ctx)] = model_key(self.draft_model.path)
+        return cache
+
+    def _cached_contexts(self, drafter: DraftSource | None) -> list[Context]:
+        """The contexts whose caches this reply reads: the target's, and the draft model's if it drafts."""
+        contexts = [self.target]
+        md = self.model_drafter
+        if md is not None and drafter is not None and drafter is not self.ngram:
+            contexts.append(md.ctx)
+        return contexts
+
+    def state_key(self, ctx: Context) -> str:
+        """The key of ``ctx``'s model among saved states (the target's or the draft model's context)."""
+        return self._state_keys[id(ctx)]
+
+    def _restore_states(self, tokens: list[int], drafter: DraftSource | None) -> None:
+        if not self.states.enabled:
+            return
+        for ctx in self._cached_contexts(drafter):
+            whole_only = ctx is self.target and self.target_model.is_recurrent
+            self.states.restore(ctx, self.state_key(ctx), tokens, whole_only)
+
+    def _remember_states(self) -> None:
+        if not self.states.enabled:
+            return
+        contexts = [self.target] + ([self.model_drafter.ctx] if self.model_drafter is not None else [])
+        for ctx in contexts:
+            self.states.remember(ctx, self.state_key(ctx))
 
     # -- speculation choice -------------------------------------------------------
     def _choose_drafter(self, spec: SpeculationConfig) -> tuple[DraftSource | None, SpeculationState]:
@@ -230,6 +270,7 @@ class Engine:
             return GenerationResult("", FinishReason.CANCELLED, StatsRecorder().snapshot(), off)
         drafter, spec_state = self._choose_drafter(request.speculation)
         policy = self._policy(request, drafter)
+        self._restore_states(tokens, drafter)
         rec = StatsRecorder()
         loop = DecodeLoop(self.target, drafter, policy, request.sampling, rec, cancel, request.max_tokens)
         loop.trace = self.trace_hook
@@ -290,6 +331,7 @@ class Engine:
             on_event(TokenEvent(text[sent:], unsent_tokens, unsent_accepted, rec.snapshot(),
                                 self._live_state(spec_state, policy),
                                 drafted_runs=runs_from_flags(drafted[sent:])))
+        self._remember_states()
         notice = ""
         if dropped:
             notice = (
@@ -321,12 +363,14 @@ class Engine:
         )
 
     def reset(self) -> None:
-        """Forget both caches (the next prompt is evaluated from scratch)."""
+        """Forget both caches and the states kept in memory (the next prompt is evaluated from scratch)."""
+        self.states.forget_memory()
         self.target.clear()
         if self.model_drafter is not None:
             self.model_drafter.ctx.clear()
 
     def close(self) -> None:
+        self.states.close()  # the last states reach the disk before the process may end
         if self.model_drafter is not None:
             self.model_drafter.close()
             self.model_drafter = None

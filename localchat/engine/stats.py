@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class GenerationStats:
     prompt_tokens: int = 0  # tokens actually evaluated for the prompt (after cache reuse)
-    cached_prompt_tokens: int = 0  # prompt tokens reused from the previous turn's cache
+    cached_prompt_tokens: int = 0  # prompt tokens not read again: kept in the context or a saved state
     prompt_seconds: float = 0.0
     generated_tokens: int = 0
     generation_seconds: float = 0.0

@@ -161,3 +161,9 @@ class EngineConfig:
     rpc_servers: tuple[str, ...] = ()
     # Shares of the target: this machine first, then each worker (empty: by free memory).
     tensor_split: tuple[float, ...] = ()
+    # Saved KV caches (engine/state_cache.py), so a conversation taken up again is not read again:
+    # bytes of recent prompts' states kept in memory (0: none), and a folder for the last
+    # conversations' states across restarts ("": none; the app's is folders.kv_state_dir()).
+    state_memory_bytes: int = 1_000_000_000
+    state_folder: str = ""
+    state_disk_bytes: int = 2_000_000_000

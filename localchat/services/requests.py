@@ -12,7 +12,7 @@ from localchat.engine.types import (
     SamplingParams,
     SpeculationConfig,
 )
-from localchat.settings import OptionReader
+from localchat.settings import OptionReader, folders
 
 
 def build_request(
@@ -65,4 +65,9 @@ def build_engine_config(
         gpu_layers=settings.gpu_layers,
         # Checked when the engine loads: a wrong address is a load failure that names it.
         rpc_servers=tuple(w.strip() for w in settings.rpc_workers.split(",") if w.strip()),
+        # Recent conversations' KV caches: in memory, and the last ones on disk, so taking a chat
+        # up again (also after a restart) reads only its new tokens.
+        state_memory_bytes=settings.kv_cache_memory_mb * 10**6,
+        state_folder=str(folders.kv_state_dir()) if settings.kv_cache_disk_mb else "",
+        state_disk_bytes=settings.kv_cache_disk_mb * 10**6,
     )

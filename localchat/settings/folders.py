@@ -39,6 +39,12 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
 
+def kv_state_dir() -> Path:
+    """Where the engine keeps the last conversations' saved KV caches, so a restart need not
+    read their history again (engine/state_cache.py)."""
+    return cache_dir() / "kv-states"
+
+
 def log_dir() -> Path:
     """The user's log folder for localchat (e.g. ~/.local/state/localchat/log)."""
     import platformdirs

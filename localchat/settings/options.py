@@ -290,6 +290,32 @@ OPTIONS: tuple[Option, ...] = (
         needs_restart=True,
     ),
     Option(
+        "kv_cache_memory_mb",
+        int,
+        1000,
+        "Kept conversations in memory (MB)",
+        "Memory that keeps what the model has read of recent conversations, so switching back to "
+        "one answers at once instead of reading its history again; 0 turns this off.",
+        ENGINE,
+        minimum=0,
+        maximum=1_000_000,
+        step=100,
+        needs_restart=True,
+    ),
+    Option(
+        "kv_cache_disk_mb",
+        int,
+        2000,
+        "Kept conversations on disk (MB)",
+        "Space in the cache folder that keeps what the model has read of the last conversations, "
+        "so continuing one after a restart answers at once; 0 turns this off.",
+        ENGINE,
+        minimum=0,
+        maximum=1_000_000,
+        step=100,
+        needs_restart=True,
+    ),
+    Option(
         "models_folder",
         str,
         "",

@@ -113,6 +113,14 @@ class OptionReader:
         return self.get_int("gpu_layers")
 
     @property
+    def kv_cache_memory_mb(self) -> int:
+        return self.get_int("kv_cache_memory_mb")
+
+    @property
+    def kv_cache_disk_mb(self) -> int:
+        return self.get_int("kv_cache_disk_mb")
+
+    @property
     def models_folder(self) -> str:
         return self.get_str("models_folder")
 

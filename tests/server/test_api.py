@@ -97,6 +97,33 @@ def test_follow_up_turn_pays_only_for_its_new_tokens(served: Served) -> None:
     assert new < 30 and cached + new == second.usage.prompt_tokens
 
 
+def test_two_alternating_conversations_each_pay_only_for_their_new_tokens(served: Served) -> None:
+    """An agent alternating two conversations (A, B, A, B): each follow-up restores its own
+    conversation's saved cache, though the other one came between (issue 12, item 6)."""
+    client = served.client()
+
+    def turn(messages: list[dict[str, str]]) -> openai.types.chat.ChatCompletion:
+        return client.chat.completions.create(model="test-model", messages=messages,  # type: ignore[arg-type]
+                                              max_tokens=12, temperature=0)
+
+    convs = {
+        "a": [{"role": "system", "content": "You are a terse assistant about cooking. " * 12},
+              {"role": "user", "content": "How long do I boil an egg?"}],
+        "b": [{"role": "system", "content": "You are a terse assistant about astronomy. " * 12},
+              {"role": "user", "content": "What is a light year?"}],
+    }
+    firsts = {k: turn(v) for k, v in convs.items()}
+    for key, follow in (("a", "And a soft one?"), ("b", "And a parsec?")):
+        first = firsts[key]
+        msgs = [*convs[key], {"role": "assistant", "content": first.choices[0].message.content or ""},
+                {"role": "user", "content": follow}]
+        second = turn(msgs)
+        assert first.usage is not None and second.usage is not None
+        cached = second.usage.prompt_tokens_details.cached_tokens  # type: ignore[union-attr]
+        assert cached >= first.usage.prompt_tokens, (key, cached, first.usage.prompt_tokens)
+        assert second.usage.prompt_tokens - cached < 30
+
+
 def test_completions_and_llama_cpp_native_endpoint(served: Served) -> None:
     client = served.client()
     done = client.completions.create(model="test-model", prompt=COUNTING, max_tokens=8, temperature=0)
