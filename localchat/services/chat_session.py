@@ -613,6 +613,9 @@ class ChatSession(QObject):
         reply = self._reply
         if reply is None:
             return
+        if not event.text and not event.n_tokens:  # the prompt being read: shown, nothing to save
+            emit(self.text_streamed, reply.conversation_id, event, ())
+            return
         runs = event.drafted_runs if sum(event.drafted_runs) == len(event.text) else (len(event.text),)
         reply.text += event.text
         reply.drafted = concat_runs(reply.drafted, runs)

@@ -89,6 +89,7 @@ class ChatView(QTextBrowser):
         self._redraw_timer.setSingleShot(True)
         self._redraw_timer.setInterval(REDRAW_MS)
         self._placeholder = ""
+        self._reading = ""  # shown in the streaming reply until its first text arrives
         self._connect_signals()
 
     def _connect_signals(self) -> None:
@@ -139,7 +140,14 @@ class ChatView(QTextBrowser):
         self.redraw()
         self._scroll_to_end()
 
+    def set_reading(self, text: str) -> None:
+        """What the reply's place says while the prompt is read (before any text)."""
+        self._reading = text
+        if self._streaming == "" and not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+
     def begin_reply(self, label: str = "") -> None:
+        self._reading = ""
         self._streaming = ""
         self._streaming_runs = ()
         self._streaming_label = label
@@ -247,7 +255,7 @@ class ChatView(QTextBrowser):
         self._code_blocks = []
         parts = [self._message_html(i, m) for i, m in enumerate(self._messages)]
         if self._streaming is not None:
-            shown = self._streaming or "…"
+            shown = self._streaming or (f"*{self._reading}…*" if self._reading else "…")
             runs = self._streaming_runs if self._streaming else ()
             parts.append(
                 self._render(

@@ -107,5 +107,19 @@ def reply_summary(stats: GenerationStats) -> str:
     return f"Last reply: {reply_footer(stats)}"
 
 
+def reading_text(done: int, total: int, elapsed: float) -> str:
+    """While a long prompt is read, before the reply starts: how far, and about how long is left."""
+    text = f"Reading the conversation: {done:,} of {total:,} tokens"
+    if 0 < done < total and elapsed > 0.5:
+        left = elapsed / done * (total - done)
+        text += f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
+    return text + " (Stop cancels)" if done < total else text
+
+
+def reading_short(done: int, total: int) -> str:
+    """The status bar's form of ``reading_text``."""
+    return f"Reading {100 * done // max(1, total)}%"
+
+
 def context_text(used: int, limit: int) -> str:
     return f"Context {used:,} / {limit:,}" if limit else f"Context {used:,}"

@@ -350,7 +350,11 @@ class MainWindow(QMainWindow):
         self, conversation_id: int, event: TokenEvent, runs: tuple[int, ...]
     ) -> None:
         if conversation_id == self.session.current_id:
-            self.chat_view.append_reply(event.text, runs)
+            if event.prompt_progress is not None and not event.text:
+                done, total, elapsed = event.prompt_progress
+                self.chat_view.set_reading(formatting.reading_text(done, total, elapsed))
+            else:
+                self.chat_view.append_reply(event.text, runs)
         self.status.show_progress(event)
 
     def _on_session_reply_finished(self, end: ReplyEnd) -> None:

@@ -58,6 +58,7 @@ class SpeculationStatusBar(QStatusBar):
         self._memory: int | None = None
         self._server_url: str | None = None
         self._api_busy = False  # an API request is generating (the figures are its own)
+        self._reading: tuple[int, int, float] | None = None  # the prompt being read, before the reply
 
         self._target_name = ""
         self._draft_name = ""
@@ -171,6 +172,7 @@ class SpeculationStatusBar(QStatusBar):
 
     def generation_started(self) -> None:
         self._generating = True
+        self._reading = None
         self._api_busy = False
         self._refresh_server()
         self._stats = None
@@ -182,6 +184,7 @@ class SpeculationStatusBar(QStatusBar):
         """Keep the newest statistics; the timer draws them."""
         self._stats = event.stats
         self._speculation = event.speculation
+        self._reading = event.prompt_progress
 
     def generation_finished(self, result: GenerationResult | None) -> None:
         self._generating = False
@@ -264,7 +267,11 @@ class SpeculationStatusBar(QStatusBar):
 
     def _refresh(self) -> None:
         stats = self._stats or GenerationStats()
-        self.rate_label.setText(formatting.format_rate(stats.tokens_per_s))
+        reading = self._reading if self._generating and not stats.generated_tokens else None
+        if reading is not None:
+            self.rate_label.setText(formatting.reading_short(reading[0], reading[1]))
+        else:
+            self.rate_label.setText(formatting.format_rate(stats.tokens_per_s))
         self.acceptance_length_label.setText(
             f"{formatting.ACCEPTANCE_LENGTH} {formatting.format_acceptance_length(stats)}"
         )

@@ -512,3 +512,25 @@ def test_a_reply_the_store_could_not_keep_stays_on_screen(qtbot, parts: AppParts
     engine.finish()
     assert "disk is full" in w.notice.text()
     assert w.chat_view.messages[-1].content == "y" * 200_000
+
+
+def test_a_long_prompt_being_read_shows_its_progress_then_the_reply(
+    qtbot, parts: AppParts, tmp_path: Path
+) -> None:
+    from localchat.engine.types import TokenEvent
+    from tests.ui.fakes import stats
+
+    engine = loaded(parts, tmp_path)
+    w = parts.window
+    w.send_message("Summarise our long chat")
+    event = TokenEvent("", 0, 0, stats(0), engine.speculation(), prompt_progress=(256, 1024, 4.0))
+    engine.tokens_received.emit(event)
+    qtbot.waitUntil(lambda: "Reading the conversation: 256 of 1,024 tokens, about 12 s left"
+                    in w.chat_view.toPlainText(), timeout=3000)
+    qtbot.waitUntil(lambda: w.status.rate_label.text() == "Reading 25%", timeout=3000)
+    assert w.chat_view.streaming_text == ""
+    assert [m.role for m in parts.store.messages(w.conversation_id)] == ["user"]  # nothing saved yet
+    engine.stream("Here it is.")
+    qtbot.waitUntil(lambda: "Reading the conversation" not in w.chat_view.toPlainText(), timeout=3000)
+    assert w.chat_view.streaming_text == "Here it is."
+    engine.finish()
