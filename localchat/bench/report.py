@@ -11,7 +11,11 @@ The JSON report (schema ``localchat-bench/1``, documented in docs/BENCHMARKS.md)
                   matches_off, first_mismatch}],
      "summary": [{category, mode, tokens_per_s, speedup_vs_off, acceptance_length,
                   acceptance_rate, matches_off}],
-     "skipped": [{id, reason}]}
+     "skipped": [{id, reason}],
+     "oracle": [{category, adaptive_vs_oracle, beats_every_fixed, best_fixed_mode}]  (runs with
+               adaptive and fixed modes only; see bench/oracle.py)
+     "oracle_prompts": [{id, category, best_mode, best_tokens_per_s, adaptive_tokens_per_s,
+                         adaptive_vs_oracle}]}
 
 The CSV export holds the records, one row each, with the same field names.
 """
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localchat.bench.modes import BenchMode
+from localchat.bench.oracle import oracle_rows, oracle_summary
 from localchat.bench.prompts import BenchPrompt
 from localchat.engine.stats import GenerationStats, combine
 
@@ -183,6 +188,10 @@ def report_json(report: BenchReport, meta: dict[str, object], *, complete: bool 
     ]
     out["summary"] = [s.as_json() for s in report.summary()]
     out["skipped"] = [{"id": pid, "reason": why} for pid, why in report.skipped]
+    rows = oracle_rows(report.records)
+    if rows:
+        out["oracle"] = [s.as_json() for s in oracle_summary(report.records)]
+        out["oracle_prompts"] = [r.as_json() for r in rows]
     return out
 
 

@@ -30,6 +30,9 @@ def register(sub: Any) -> None:
                         "length (draft:8), e.g. off,draft:2,draft:4,draft:8,adaptive")
     p.add_argument("--repeat", type=int, default=1,
                    help="run every prompt in every mode this many times (averages out a busy machine)")
+    p.add_argument("--oracle", action="store_true",
+                   help="measure off, auto:1..8 and adaptive, and print how close adaptive came to the best "
+                        "fixed choice per prompt in hindsight (adaptive / oracle); replaces --modes")
     p.add_argument("--json", type=Path, dest="json_path", help="write records and summary as JSON here")
     p.add_argument("--show-text", action="store_true", help="print each reply")
     p.set_defaults(func=run)
@@ -55,12 +58,15 @@ def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from localchat.bench.oracle import oracle_summary
     from localchat.bench.prompts import BenchError, builtin_prompts, load_prompts, select
     from localchat.bench.report import report_json, run_meta
     from localchat.bench.runner import run_bench
     from localchat.engine.engine import Engine
     from localchat.engine.errors import EngineError
 
+    if args.oracle:
+        args.modes = ",".join(["off", *(f"auto:{n}" for n in range(1, 9)), "adaptive"])
     try:
         modes = parse_modes(args.modes, args)
         prompts = load_prompts(args.prompts) if args.prompts else builtin_prompts()
@@ -112,6 +118,13 @@ def run(args: argparse.Namespace) -> int:
         sp = f"{row.speedup_vs_off:6.2f}x" if row.speedup_vs_off is not None else "      -"
         print(f"{row.category:10s} {row.mode:10s} {row.tokens_per_s:8.2f} {sp} {row.acceptance_length:8.2f} "
               f"{row.acceptance_rate:8.2f} {row.matches_off:>11s}")
+    oracle = oracle_summary(report.records)
+    if oracle:
+        print()
+        print(f"{'category':10s} {'adaptive/oracle':>15s} {'best fixed':>10s} {'beats every fixed':>18s}")
+        for o in oracle:
+            beats = "yes" if o.beats_every_fixed else "no"
+            print(f"{o.category:10s} {o.ratio:14.3f}x {o.best_fixed_mode:>10s} {beats:>18s}")
     if report.peak_rss_mb is not None:
         print(f"peak RSS {report.peak_rss_mb:.0f} MiB")
     for prompt_id, why in report.skipped:

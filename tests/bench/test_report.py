@@ -95,3 +95,24 @@ def test_prompt_selection_and_typed_prompts() -> None:
         parse_prompts('{"prompt": "x"}\n{"id": 1}\n', "f.jsonl")
     with pytest.raises(BenchError, match="used twice"):
         parse_prompts('{"id": "x", "prompt": "a"}\n{"id": "x", "prompt": "b"}\n', "f.jsonl")
+
+
+def test_the_oracle_picks_the_best_fixed_choice_per_prompt_and_compares_adaptive() -> None:
+    from localchat.bench.oracle import oracle_rows, oracle_summary
+
+    records = [rec("a", "code", "off", 10.0), rec("a", "code", "auto:2", 14.0, True),
+               rec("a", "code", "auto:4", 16.0, True), rec("a", "code", "adaptive", 15.2, True),
+               rec("b", "chat", "off", 10.0), rec("b", "chat", "auto:2", 9.0, True),
+               rec("b", "chat", "auto:4", 7.0, False), rec("b", "chat", "adaptive", 10.0, True)]
+    rows = {r.id: r for r in oracle_rows(records)}
+    assert rows["a"].best_mode == "auto:4" and rows["a"].ratio == pytest.approx(0.95)
+    assert rows["b"].best_mode == "off" and rows["b"].ratio == pytest.approx(1.0)
+    summary = {s.category: s for s in oracle_summary(records)}
+    assert summary["code"].ratio == pytest.approx(0.95) and not summary["code"].beats_every_fixed
+    assert summary["chat"].ratio == pytest.approx(1.0) and summary["chat"].beats_every_fixed
+    # Over both: each prompt's oracle time (1/16 + 1/10) against adaptive's (1/15.2 + 1/10).
+    assert summary["all"].ratio == pytest.approx((1 / 16 + 1 / 10) / (1 / 15.2 + 1 / 10))
+    # No single fixed choice is best on both prompts: adaptive beats every one of them over the suite.
+    assert summary["all"].beats_every_fixed and summary["all"].best_fixed_mode == "auto:2"
+    data = report_json(BenchReport(records), META)
+    assert data["oracle"][-1]["category"] == "all" and len(data["oracle_prompts"]) == 2
