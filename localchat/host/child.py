@@ -172,10 +172,15 @@ class ChildProcess:
 # The child's side
 
 
+def import_named(path: str) -> Any:
+    """The object a "module:attribute" path names (a child's entry point, an engine factory)."""
+    module_name, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
 def run_target(target: str, conn: Connection, *args: Any) -> None:
     """The spawned child's first call: import ``target`` ("module:function") and run it."""
-    module_name, _, attribute = target.partition(":")
-    function: Callable[..., None] = getattr(importlib.import_module(module_name), attribute)
+    function: Callable[..., None] = import_named(target)
     function(conn, *args)
 
 

@@ -16,7 +16,6 @@ This module imports no Qt and loads the engine lazily (``engine_factory`` is a
 
 from __future__ import annotations
 
-import importlib
 import logging
 import queue
 import threading
@@ -33,7 +32,7 @@ from localchat.engine.types import (
     GenerationResult,
     TokenEvent,
 )
-from localchat.host.child import ParentGone, ParentLink, configure_logging
+from localchat.host.child import ParentGone, ParentLink, configure_logging, import_named
 from localchat.host.protocol import (
     Cancel,
     Failed,
@@ -73,8 +72,7 @@ class EngineLike(Protocol):
 
 
 def load_factory(path: str) -> Callable[[EngineConfig], EngineLike]:
-    module_name, _, attribute = path.partition(":")
-    factory: Callable[[EngineConfig], EngineLike] = getattr(importlib.import_module(module_name), attribute)
+    factory: Callable[[EngineConfig], EngineLike] = import_named(path)
     return factory
 
 
