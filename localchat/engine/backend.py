@@ -176,7 +176,7 @@ class Model:
         params.vocab_only = vocab_only
         self.gpu_layers = int(params.n_gpu_layers)
         _recent_log.clear()
-        handle = lc.llama_model_load_from_file(str(path).encode(), params)
+        handle = lc.llama_model_load_from_file(os.fsencode(path), params)  # the name as the OS has it
         if not handle:
             raise ModelLoadError(_explain_load_failure(path))
         self.handle = handle

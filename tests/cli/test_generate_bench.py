@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,14 @@ def test_bench_skips_a_prompt_longer_than_the_context_and_goes_on(tmp_path: Path
     data = json.loads(out.read_text())
     assert [r["id"] for r in data["records"]] == ["fine"]
     assert data["skipped"][0]["id"] == "huge"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="file names are Unicode on Windows")
+def test_a_model_path_that_is_not_utf8_loads(tmp_path: Path, smollm2_path: Path) -> None:
+    odd = os.fsdecode(os.fsencode(tmp_path) + b"/model-\xff.gguf")
+    os.symlink(smollm2_path, odd)
+    res = subprocess.run([sys.executable, "-m", "localchat", "generate", "--model", odd, "--no-spec",
+                          "--max-tokens", "3", "Hello"], capture_output=True, text=True, timeout=600,
+                         errors="replace")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert "3 tokens" in res.stdout or "3 tokens" in res.stderr
