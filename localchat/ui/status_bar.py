@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
@@ -67,7 +67,11 @@ class SpeculationStatusBar(QStatusBar):
         self.target_label.setMaximumWidth(TARGET_WIDTH)
         self.speculation_button = ElidedToolButton(self, SPECULATION_WIDTH)
         self.speculation_button.setObjectName("speculation")
-        self.speculation_button.setAutoRaise(True)
+        # A framed, checkable button (pressed in while speculation is on): it looks like what it is.
+        self.speculation_button.setAutoRaise(False)
+        self.speculation_button.setCheckable(True)
+        self.speculation_button.setChecked(True)
+        self.speculation_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.speculation_button.setMaximumWidth(SPECULATION_WIDTH)
         self.speculation_text = ""
         self.speculation_button.setToolTip(TOGGLE_TIP)
@@ -263,6 +267,7 @@ class SpeculationStatusBar(QStatusBar):
         text = formatting.speculation_text(*args)
         self.speculation_button.set_texts(text, formatting.speculation_short(*args))
         self.speculation_button.setToolTip(f"{text}\n{TOGGLE_TIP}")
+        self.speculation_button.setChecked(self._speculation_enabled)
         self.speculation_text = text
 
     def _refresh(self) -> None:

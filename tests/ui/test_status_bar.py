@@ -30,8 +30,13 @@ def test_one_click_toggles_speculation_for_the_next_reply(qtbot) -> None:
         bar.speculation_button.click()
     assert blocker.args == [False]
     assert "off" in bar.speculation_text
+    # It looks like a toggle: framed, and pressed in exactly while speculation is on.
+    assert not bar.speculation_button.autoRaise() and bar.speculation_button.isCheckable()
+    assert not bar.speculation_button.isChecked()
     bar.speculation_button.click()
-    assert bar.speculation_enabled
+    assert bar.speculation_enabled and bar.speculation_button.isChecked()
+    bar.set_speculation_enabled(False)
+    assert not bar.speculation_button.isChecked()
 
 
 def test_off_shows_the_reason(qtbot) -> None:
