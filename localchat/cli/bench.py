@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ def register(sub: Any) -> None:
                    help="run every prompt in every mode this many times (averages out a busy machine)")
     p.add_argument("--json", type=Path, dest="json_path", help="write records and summary as JSON here")
     p.add_argument("--show-text", action="store_true", help="print each reply")
+    p.add_argument("--fresh", action="store_true",
+                   help="as on a first run: ignore the pair's saved speculation profile and do not save one")
     p.set_defaults(func=run)
 
 
@@ -93,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             print("    " + rec.text.replace("\n", "\n    "))
 
     try:
-        config = engine_config(args)
+        config = replace(engine_config(args), use_profile=not args.fresh)
     except ValueError as exc:
         return fail(str(exc))
     try:

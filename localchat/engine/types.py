@@ -154,3 +154,9 @@ class EngineConfig:
     rpc_servers: tuple[str, ...] = ()
     # Shares of the target: this machine first, then each worker (empty: by free memory).
     tensor_split: tuple[float, ...] = ()
+    # Start adaptive speculation from this pair's saved profile on this machine, and save what was
+    # measured at close (engine/profile.py). False: neither read nor write it (``bench --fresh``).
+    use_profile: bool = True
+    # Without a profile, time verification and drafter passes at load (about six target passes),
+    # so the first reply drafts the right length; False: learn it while generating.
+    calibrate: bool = True
