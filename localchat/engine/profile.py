@@ -268,7 +268,8 @@ def calibrate(
     """Time verification passes of 1-16 tokens and a few drafter steps; feed them to ``cost``.
 
     Both contexts are empty afterwards. None when the contexts are too small to
-    calibrate in (a tiny test context). On a CPU (``cpu_threads`` given) a pass
+    calibrate in (a tiny test context). ``budget_s`` (or 25 single-token passes, for
+    a big target) bounds the timed passes. On a CPU (``cpu_threads`` given) a pass
     during which this process got much less CPU time than its threads could use
     was slowed by another program and does not count; a size without an
     undisturbed pass, or passes beyond ``budget_s``, leave ``cost`` untouched
@@ -299,20 +300,28 @@ def calibrate(
         target.decode(tokens[:_CONTEXT_TOKENS], logits_for="last")  # pages the weights in
         drafter.decode(tokens[:_CONTEXT_TOKENS], logits_for="last")
         warmup = time.perf_counter() - t_start
-        deadline = time.perf_counter() + budget_s
+        begun = time.perf_counter()
+        deadline = begun + budget_s
         ahead = tokens[_CONTEXT_TOKENS:]
         rounds = [size for _round in range(MAX_ROUNDS) for size in CALIBRATION_SIZES]
+        clean_in_round = 0
         for i, size in enumerate(rounds):
             if time.perf_counter() > deadline:
                 break  # a machine this busy measures nothing worth keeping
             seconds, clean = timed(target, ahead[:size], "all")  # as a verification pass reads them
             target.truncate(_CONTEXT_TOKENS)
+            if i == 0:  # a big target's round takes longer: the budget grows with its first pass
+                deadline = max(deadline, begun + min(25 * seconds, 4 * budget_s))
             if clean:
                 passes.setdefault(size, []).append(seconds)
+                clean_in_round += 1
             if (i + 1) % len(CALIBRATION_SIZES) == 0:  # a round done: another only if it looks disturbed
                 measured = {b: min(v) for b, v in passes.items()}
                 if len(measured) == len(set(CALIBRATION_SIZES)) and plausible(measured):
                     break
+                if 2 * clean_in_round < len(CALIBRATION_SIZES):
+                    break  # most passes slowed: the machine is busy, another round would be too
+                clean_in_round = 0
         greedy = SamplingParams()
         for tok in ahead[:DRAFTER_STEPS]:
             t0 = time.perf_counter()
