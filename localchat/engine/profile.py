@@ -63,6 +63,7 @@ MAX_ROUNDS = 3  # another round of passes only while the last looks disturbed (a
 # A pass during which the process used less CPU than this share of its threads' time was slowed
 # by another program (llama.cpp's threads run flat out during a pass on a CPU).
 MIN_CPU_SHARE = 0.7
+MAX_SLOWED = 3  # passes slowed by other programs before the calibration gives up
 # A stretch of ordinary code: the passes run at a realistic context position on real tokens.
 _CALIBRATION_TEXT = (
     "def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n"
@@ -304,7 +305,7 @@ def calibrate(
         deadline = begun + budget_s
         ahead = tokens[_CONTEXT_TOKENS:]
         rounds = [size for _round in range(MAX_ROUNDS) for size in CALIBRATION_SIZES]
-        clean_in_round = 0
+        clean_in_round = slowed = 0
         for i, size in enumerate(rounds):
             if time.perf_counter() > deadline:
                 break  # a machine this busy measures nothing worth keeping
@@ -315,6 +316,10 @@ def calibrate(
             if clean:
                 passes.setdefault(size, []).append(seconds)
                 clean_in_round += 1
+            else:
+                slowed += 1
+                if slowed > MAX_SLOWED:
+                    break  # the machine is busy: what it measures now is not worth its time
             if (i + 1) % len(CALIBRATION_SIZES) == 0:  # a round done: another only if it looks disturbed
                 measured = {b: min(v) for b, v in passes.items()}
                 if len(measured) == len(set(CALIBRATION_SIZES)) and plausible(measured):
