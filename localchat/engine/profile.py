@@ -63,7 +63,7 @@ MAX_ROUNDS = 3  # another round of passes only while the last looks disturbed (a
 # A pass during which the process used less CPU than this share of its threads' time was slowed
 # by another program (llama.cpp's threads run flat out during a pass on a CPU).
 MIN_CPU_SHARE = 0.7
-MAX_SLOWED = 3  # passes slowed by other programs before the calibration gives up
+MAX_SLOWED = 2  # passes slowed by other programs before the calibration gives up
 # A stretch of ordinary code: the passes run at a realistic context position on real tokens.
 _CALIBRATION_TEXT = (
     "def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n"
@@ -312,7 +312,7 @@ def calibrate(
             seconds, clean = timed(target, ahead[:size], "all")  # as a verification pass reads them
             target.truncate(_CONTEXT_TOKENS)
             if i == 0:  # a big target's round takes longer: the budget grows with its first pass
-                deadline = max(deadline, begun + min(25 * seconds, 4 * budget_s))
+                deadline = max(deadline, begun + min(25 * seconds, 2 * budget_s))
             if clean:
                 passes.setdefault(size, []).append(seconds)
                 clean_in_round += 1
@@ -328,7 +328,8 @@ def calibrate(
                     break  # most passes slowed: the machine is busy, another round would be too
                 clean_in_round = 0
         greedy = SamplingParams()
-        for tok in ahead[:DRAFTER_STEPS]:
+        complete = len(passes) == len(set(CALIBRATION_SIZES))
+        for tok in ahead[:DRAFTER_STEPS] if complete else []:  # not worth timing after a failed curve
             t0 = time.perf_counter()
             seconds, clean = timed(drafter, [tok], "last")
             logits = drafter.logits(0)
@@ -337,6 +338,10 @@ def calibrate(
             if clean:
                 step_s.append(time.perf_counter() - t0)
                 pass_s.append(seconds)
+            else:
+                slowed += 1
+                if slowed > MAX_SLOWED:
+                    break
     finally:
         target.clear()
         drafter.clear()
