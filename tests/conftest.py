@@ -21,6 +21,15 @@ from localchat.hub import pypi_models, pypi_source
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
+@pytest.fixture(autouse=True)
+def _own_profiles_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts without speculation profiles, in a folder of its own (inherited by the engine
+    processes it starts): what one test measured must not steer another, nor reach the user's folder."""
+    from localchat.settings.folders import PROFILES_ENV
+
+    monkeypatch.setenv(PROFILES_ENV, str(tmp_path_factory.mktemp("profiles")))
+
+
 def models_dir() -> Path:
     env = os.environ.get("LOCALCHAT_TEST_MODELS")
     return Path(env) if env else Path.home() / ".cache" / "localchat" / "test-models"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ def register(sub: Any) -> None:
                         "fixed choice per prompt in hindsight (adaptive / oracle); replaces --modes")
     p.add_argument("--json", type=Path, dest="json_path", help="write records and summary as JSON here")
     p.add_argument("--show-text", action="store_true", help="print each reply")
+    p.add_argument("--fresh", action="store_true",
+                   help="as on a first run: ignore the pair's saved speculation profile and do not save one")
     p.set_defaults(func=run)
 
 
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             print("    " + rec.text.replace("\n", "\n    "))
 
     try:
-        config = engine_config(args)
+        config = replace(engine_config(args), use_profile=not args.fresh)
     except ValueError as exc:
         return fail(str(exc))
     try:

@@ -19,6 +19,14 @@ token it weighs what the token is expected to earn against what it costs.
   speculation over the recent window): keep a token while its expected tokens
   exceed that rate times its cost.
 
+The costs start from what the pair showed on this machine before (a saved
+profile, engine/profile.py) or from a short calibration at load; the
+verification cost follows the measured curve (a CPU's cost per extra token
+changes with the batch size as llama.cpp switches kernels), so drafts run as far
+as that curve, the drafter's cost and the calibrated acceptance make pay. Where
+even the drafter's surest tokens cannot pay on that curve, a conversation starts
+paused.
+
 When the measured speculative speed (drafting, catching the drafter up and
 verifying, over a window of steps) stays below plain speed, the policy pauses
 speculation (plain steps, which cost nothing extra and keep plain speed
@@ -32,6 +40,8 @@ doubled after a draft accepted whole, cut back to where the last one failed.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,6 +50,12 @@ from typing import Protocol
 from localchat.settings.options import DRAFT_TOKENS_MAX
 
 MAX_DRAFT = DRAFT_TOKENS_MAX
+# The chance assumed for the drafter's surest tokens (confidence >= 0.95) until the pair's own
+# calibration has seen enough of them: the confidence itself (0.99) is too kind to decide from.
+SURE_ACCEPTANCE = 0.97
+SURE_EVIDENCE = 32  # tokens of that bin before its own calibration is believed
+# Below this best-case speed-up, speculation with the drafter cannot pay here: start paused.
+CANNOT_PAY = 0.97
 
 
 class DraftPolicy(Protocol):
@@ -115,12 +131,25 @@ class LineFit:
     # Caches of ``points`` and of the lines through them (read for every draft token).
     _points: dict[int, tuple[float, int]] | None = None
     _lines: dict[int, tuple[float, float, float] | None] = field(default_factory=dict)
+    _local: dict[int, float | None] = field(default_factory=dict)
 
     def observe(self, size: int, seconds: float) -> None:
         self.samples.setdefault(size, deque(maxlen=self.keep)).append(seconds)
         self.counts[size] = self.counts.get(size, 0) + 1
+        self._changed()
+
+    def seed(self, size: int, seconds: float, passes: int) -> None:
+        """Start a size from an earlier measurement (a saved profile): it counts as ``passes``
+        passes, at most three, so that this process's own passes soon outweigh it."""
+        n = max(1, min(passes, 3))
+        self.samples[size] = deque([seconds] * n, maxlen=self.keep)
+        self.counts[size] = n
+        self._changed()
+
+    def _changed(self) -> None:
         self._points = None
         self._lines.clear()
+        self._local.clear()
 
     @property
     def points(self) -> dict[int, tuple[float, int]]:
@@ -140,6 +169,12 @@ class LineFit:
             return points[size][0]
         if not points:
             return None
+        below = max((b for b in points if b < size), default=None)
+        above = min((b for b in points if b > size), default=None)
+        if below is not None and above is not None and below >= 2:
+            # Between two measured sizes (past the one-token kernel): follow the measured curve.
+            (t0, _), (t1, _) = points[below], points[above]
+            return t0 + (t1 - t0) * (size - below) / (above - below)
         line = self._line(1)
         if line is None:
             (b0, (t0, _)), = points.items()
@@ -153,6 +188,27 @@ class LineFit:
         None until two such sizes have been measured."""
         line = self._line(min_size)
         return line[2] if line is not None else None
+
+    def local_slope(self, size: float, min_size: int = 2, width: float = 0.5) -> float | None:
+        """Seconds per unit of size near ``size``, from the measured curve: the slopes between
+        neighbouring measured sizes >= ``min_size``, averaged with weights for their passes, their
+        span and how near they are, in doublings (``width``: the distance at which a stretch weighs
+        1/e as much; a calibration measures 2, 4, 8 and 16). Over a run of neighbouring sizes the
+        average telescopes to the slope between its ends, so noise at single sizes cancels. A CPU's
+        cost per extra token changes with the batch: one line through every size would price the
+        12th token like the 3rd. None until two such sizes have been measured."""
+        key = int(size * 2)
+        if key not in self._local:
+            pts = sorted((b, t, min(n, self.keep)) for b, (t, n) in self.points.items() if b >= min_size)
+            where = math.log2(size)
+            num = den = 0.0
+            for (b0, t0, n0), (b1, t1, n1) in itertools.pairwise(pts):
+                mid = 0.5 * (math.log2(b0) + math.log2(b1))
+                w = min(n0, n1) * (b1 - b0) * math.exp(-abs(mid - where) / width)
+                num += w * (t1 - t0) / (b1 - b0)
+                den += w
+            self._local[key] = max(0.0, num / den) if den > 0 else None
+        return self._local[key]
 
     def _line(self, min_size: int) -> tuple[float, float, float] | None:
         """(mean size, mean seconds, slope >= 0), weighted by passes (capped at ``keep``)."""
@@ -200,6 +256,25 @@ class Calibration:
         b = self._bin(conf)
         start = self.prior.q(conf) if self.prior is not None else conf
         return (self._hits[b] + self.prior_weight * start) / (self._seen[b] + self.prior_weight)
+
+    def seen(self, conf: float) -> float:
+        """Tokens of ``conf``'s bin that verification has judged (older ones faded)."""
+        return self._seen[self._bin(conf)]
+
+    def state(self) -> tuple[list[float], list[float]]:
+        """(accepted, judged) per bin: what a saved profile keeps."""
+        return list(self._hits), list(self._seen)
+
+    def restore(self, hits: Sequence[float], seen: Sequence[float], cap: float = 50.0) -> None:
+        """Start from a saved profile's evidence, each bin weighing at most ``cap`` tokens so that
+        this process's own evidence can still move it."""
+        if len(hits) != self.bins or len(seen) != self.bins:
+            raise ValueError(f"expected {self.bins} calibration bins, got {len(hits)} and {len(seen)}")
+        for b, (h, n) in enumerate(zip(hits, seen, strict=True)):
+            if not (0.0 <= h <= n) or not math.isfinite(n):
+                raise ValueError(f"calibration bin {b} holds {h} accepted of {n}")
+            scale = min(1.0, cap / n) if n > 0 else 0.0
+            self._hits[b], self._seen[b] = h * scale, n * scale
 
     def observe(self, confidence: Sequence[float], accepted: int) -> None:
         """Tokens before ``accepted`` were accepted, the one at ``accepted`` rejected; later ones unseen."""
@@ -260,6 +335,9 @@ class CostModel:
 
     # Per drafter, seconds of drafting per drafted token (its passes and catching up).
     draft_token_s: dict[str, float] = field(default_factory=dict)
+    # The verification curve was measured at every size a draft uses (calibration at load, or a
+    # saved profile): a new conversation can trust it from its first token.
+    calibrated: bool = False
 
     def observe_draft(self, source: str, drafted: int, seconds: float) -> None:
         if drafted > 0:
@@ -273,7 +351,10 @@ class CostModel:
         per_token = self.draft_token_s.get(source)
         if t1 is None or per_token is None or len(self.verify.points) < 2:
             return None
-        q = self.calibration_for(source).q(0.99)
+        cal = self.calibration_for(source)
+        q = cal.q(0.99)
+        if cal.seen(0.99) < SURE_EVIDENCE:
+            q = min(q, SURE_ACCEPTANCE)
         best, expected = 0.0, 1.0
         for k in range(1, MAX_DRAFT + 1):
             expected += q**k
@@ -320,16 +401,19 @@ class CostModel:
         """Seconds that one more token adds to a verification batch of ``batch`` tokens.
 
         From one token to two a CPU switches kernels (a jump, measured as such); past
-        two the cost grows about linearly, and the slope of a line through every
-        measured size is used: increments between single sizes are noisy, and one
-        slow pass at a size that then stops being drafted would otherwise stick.
+        two the slope of a line through the measured sizes near this one is used
+        (``LineFit.local_slope``): increments between single sizes are noisy, and one
+        slow pass at a size that then stops being drafted would otherwise stick, but
+        the cost per token does change along the curve.
         """
         if batch <= 1:
-            if self.verify.counts.get(2, 0) < 3:
+            if self.verify.counts.get(2, 0) < 3 and not self.calibrated:
                 return 0.0  # not measured enough yet: draft, and measure it
             t1, t2 = self.t_verify(1), self.t_verify(2)
             return max(0.0, t2 - t1) if t1 is not None and t2 is not None else 0.0
-        slope = self.verify.slope(min_size=2)
+        # Around this size (the step from ``batch`` to ``batch + 1`` tokens), from the measured
+        # curve: flat stretches draft further, steep ones stop sooner.
+        slope = self.verify.local_slope(batch + 0.5)
         if slope is not None:
             return slope
         t1 = self.t_verify(1)
@@ -355,6 +439,7 @@ class AdaptivePolicy:
     early_gain: float = 0.8
     retry_tokens: int = 128  # plain tokens before probing again (doubles after each failed probe)
     calibrate_every: int = 128  # a plain step now and then keeps plain speed measured
+    rate_steps: int = 8  # speculative steps in the window before its rate prices time
 
     _n: int = 0
     _steps: int = 0
@@ -380,6 +465,13 @@ class AdaptivePolicy:
         self._n = max(1, min(self.start, self.max_len))
         self._next_plain = not self.cost.ready()
         self._conversation = self.cost.new_conversation()
+        if self.confident and self.cost.calibrated:
+            # The cost curve is this machine's own (calibrated at load or saved): where even the
+            # drafter's surest tokens cannot pay on it, start paused instead of learning at a loss.
+            best = self.cost.best_case_gain(self.source)
+            if best is not None and best < CANNOT_PAY:
+                self._pause_at_most(best)
+                return
         verdict = self.cost.losing_verdict(self.source)
         if verdict is not None and self.cost.ready():
             # The last two conversations lost. If that was the text (stories after code),
@@ -399,7 +491,10 @@ class AdaptivePolicy:
         t1 = self.cost.t_verify(1)
         if not self.confident or t1 is None:
             return None
-        value = max(1.0 / t1, self._rate or 0.0)
+        # Time is priced at the better of plain speed and speculation's over the window, once the
+        # window holds enough steps: one lucky draft accepted whole would price every token too dear.
+        rate = self._rate if len(self._window) >= self.rate_steps else None
+        value = max(1.0 / t1, rate or 0.0)
         return StopRule(self.cost, self._calibration, value)
 
     @property
@@ -475,6 +570,13 @@ class AdaptivePolicy:
         )
         self._paused_left = tokens
         self._pause_gain = gain
+        self._backoff = min(self._backoff * 2, 8)
+
+    def _pause_at_most(self, best: float) -> None:
+        tokens = self.retry_tokens * self._backoff
+        self._reason = (f"speculation paused: on this machine's measured costs the drafter can reach "
+                        f"{best:.2f}x at best; retrying in {tokens} tokens")
+        self._paused_left = tokens
         self._backoff = min(self._backoff * 2, 8)
 
     def _update(self, tokens: int, seconds: float) -> None:

@@ -83,6 +83,15 @@ def backend_name() -> str:
     return "CPU"
 
 
+def system_info() -> str:
+    """llama.cpp's own line about this build and CPU (its features: AVX2, NEON, ...)."""
+    return str(_llama().llama_print_system_info().decode("utf-8", errors="replace"))
+
+
+def llama_version() -> str:
+    return str(getattr(_llama(), "__version__", "unknown"))
+
+
 def physical_cores() -> int:
     return psutil.cpu_count(logical=False) or os.cpu_count() or 1
 

@@ -23,6 +23,7 @@ from localchat.engine.devices import add_worker, has_local_accelerator, local_ac
 from localchat.engine.draft_sources import CombinedDrafter, DraftSource, ModelDrafter, NgramDrafter
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
 from localchat.engine.placement import Placement, split_target
+from localchat.engine.profile import PairProfile, profile_for
 from localchat.engine.rpc_wire import WorkerAddressError, parse_endpoint
 from localchat.engine.speculative import DecodeLoop
 from localchat.engine.state_cache import DiskStates, StateCache, model_key
@@ -118,6 +119,7 @@ class Engine:
         self.states = self._state_cache(config)
         on_gpu = self.target_model.gpu_layers > 0 and has_local_accelerator()
         self.backend = backend_name() if on_gpu else "CPU"
+        self.profile = self._start_profile(threads)
         self.info = EngineInfo(
             backend=self.backend,
             target=_model_info(self.target_model),
@@ -193,6 +195,24 @@ class Engine:
         contexts = [self.target] + ([self.model_drafter.ctx] if self.model_drafter is not None else [])
         for ctx in contexts:
             self.states.remember(ctx, self.state_key(ctx))
+
+    def _start_profile(self, threads: int) -> PairProfile | None:
+        """This pair's measured costs: from its saved profile, else a short calibration."""
+        md, cfg = self.model_drafter, self.config
+        if md is None or cfg.draft_path is None or not (cfg.use_profile or cfg.calibrate):
+            return None
+        try:
+            profile = profile_for(self.target_model.path, Path(cfg.draft_path), self.backend, threads,
+                                  self.target_model.gpu_layers, self.placement, md.name, cfg.use_profile)
+            cpu = threads if self.backend == "CPU" and not cfg.rpc_servers else None
+            pass_s = profile.start(self.cost, self.target, md.ctx, cfg.calibrate, cpu)
+        except Exception:  # measuring is an optimisation: the engine works without it
+            log.exception("the speculation profile could not be started; learning costs as it goes")
+            self.reset()
+            return None
+        if pass_s is not None:
+            md.decode_seconds = pass_s
+        return profile
 
     # -- speculation choice -------------------------------------------------------
     def _choose_drafter(self, spec: SpeculationConfig) -> tuple[DraftSource | None, SpeculationState]:
@@ -371,6 +391,12 @@ class Engine:
 
     def close(self) -> None:
         self.states.close()  # the last states reach the disk before the process may end
+        if self.profile is not None:
+            profile, self.profile = self.profile, None
+            try:
+                profile.save(self.cost, self.model_drafter.decode_seconds if self.model_drafter else None)
+            except Exception:
+                log.exception("saving the speculation profile failed")
         if self.model_drafter is not None:
             self.model_drafter.close()
             self.model_drafter = None

@@ -167,3 +167,9 @@ class EngineConfig:
     state_memory_bytes: int = 1_000_000_000
     state_folder: str = ""
     state_disk_bytes: int = 2_000_000_000
+    # Start adaptive speculation from this pair's saved profile on this machine, and save what was
+    # measured at close (engine/profile.py). False: neither read nor write it (``bench --fresh``).
+    use_profile: bool = True
+    # Without a profile, time verification and drafter passes at load (about six target passes),
+    # so the first reply drafts the right length; False: learn it while generating.
+    calibrate: bool = True

@@ -1,7 +1,7 @@
 """The app's name and its per-user folders: one place that asks platformdirs.
 
 Every folder localchat writes to (chats, settings, caches, logs, downloaded
-models, benchmark results) is derived here, so they all land under the same
+models, benchmark results, speculation profiles) is derived here, so they all land under the same
 ``localchat`` folder on every platform. ``appauthor=False`` matters on
 Windows: without it platformdirs nests the folder under an author name
 (``%LOCALAPPDATA%\\localchat\\localchat``), which put one of the copies this
@@ -13,6 +13,7 @@ lowest layer, imported by almost everything) stays cheap.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 APP_NAME = "localchat"
@@ -55,3 +56,14 @@ def log_dir() -> Path:
 def models_dir() -> Path:
     """Where downloaded models go when the ``models_folder`` setting is empty."""
     return data_dir() / "models"
+
+
+# Set by the test suite (and usable by anyone who wants measured profiles kept elsewhere): every
+# engine, child processes included, then reads and writes its profiles there.
+PROFILES_ENV = "LOCALCHAT_PROFILES_DIR"
+
+
+def profiles_dir() -> Path:
+    """Where the engine keeps what it measured of a model pair on this machine (engine/profile.py)."""
+    override = os.environ.get(PROFILES_ENV)
+    return Path(override) if override else data_dir() / "profiles"

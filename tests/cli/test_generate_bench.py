@@ -175,3 +175,26 @@ def test_a_model_path_that_is_not_utf8_loads(tmp_path: Path, smollm2_path: Path)
                          errors="replace")
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert "3 tokens" in res.stdout or "3 tokens" in res.stderr
+
+
+def test_bench_fresh_neither_reads_nor_writes_the_saved_profile(tmp_path: Path, smollm2_path: Path) -> None:
+    """A profile of the pair lies in the profiles folder (tests/conftest.py gives each test its own):
+    `bench --fresh` leaves it as it is; a plain `bench` loads it and saves it again at the end."""
+    from localchat.engine import profile
+    from localchat.engine.backend import physical_cores
+
+    pair = profile.profile_for(smollm2_path, smollm2_path, "CPU", physical_cores(), 0, "local", "x", True)
+    curve = {1: (0.004, 3), 2: (0.005, 3), 4: (0.006, 3), 8: (0.008, 3), 16: (0.012, 3)}
+    profile.save(pair.path, pair.key, pair.machine,
+                 profile.Measured(curve, 0.002, 0.002, [0.0] * 20, [0.0] * 20))
+    before = pair.path.read_text()
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "category": "code", "prompt": "Add two numbers in Python."}\n')
+    args = ["bench", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--prompts", str(prompts),
+            "--modes", "adaptive", "--max-tokens", "8", "--ctx", "512"]
+    r = localchat(*args, "--fresh")
+    assert r.returncode == 0, r.stderr
+    assert pair.path.read_text() == before
+    r = localchat(*args)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(pair.path.read_text()) != json.loads(before)  # loaded, measured on, saved again

@@ -374,3 +374,85 @@ def test_the_user_turning_speculation_back_on_ends_a_pause_at_once() -> None:
     assert fresh.paused
     fresh.resume()
     assert not fresh.paused
+
+
+# -- a calibrated cost curve (engine/profile.py) -------------------------------------------------
+# Measured on this project's 2-core machine at load (docs/BENCHMARKS.md, "Cost curve"): verification
+# ms by batch and the 0.5B Q4_K_M drafter's ms per drafted token.
+Q4_CURVE = {1: 27.7, 2: 55.0, 4: 91.5, 8: 144.4, 16: 172.0}
+F16_CURVE = {1: 60.0, 2: 94.0, 4: 111.0, 8: 159.0, 16: 219.0}
+DRAFTER_MS = 15.6
+
+
+def calibrated(curve: dict[int, float], drafter_ms: float = DRAFTER_MS, source: str = "draft") -> CostModel:
+    cost = CostModel()
+    for size, ms in curve.items():
+        cost.observe_verify(size, ms / 1000)
+    cost.draft_token_s[source] = drafter_ms / 1000
+    cost.calibrated = True
+    return cost
+
+
+def test_calibrated_costs_start_paused_where_speculation_cannot_pay() -> None:
+    """The Q4_K_M 1.5B target with the 0.5B drafter on this CPU: even a run of the drafter's surest
+    tokens is slower than plain decoding, so the first reply starts paused and says why."""
+    cost = calibrated(Q4_CURVE)
+    best = cost.best_case_gain("draft")
+    assert best is not None and best < 0.97
+    p = AdaptivePolicy(cost, source="draft")
+    assert p.paused and p.draft_length() == 0
+    assert p.reason.startswith("speculation paused: on this machine's measured costs")
+    assert "at best" in p.reason
+
+
+def test_calibrated_costs_draft_long_from_the_first_step_where_speculation_pays() -> None:
+    """The F16 target (bandwidth-bound): the first reply drafts at once (no plain step to measure
+    first), and runs of sure tokens draft far."""
+    cost = calibrated(F16_CURVE)
+    best = cost.best_case_gain("draft")
+    assert best is not None and best > 1.5
+    p = AdaptivePolicy(cost, source="draft")
+    assert not p.paused and p.draft_length() > 0
+    pair = Pair(easy, t1=0.060, t_batch=0.094 - 0.0045 * 2, t_token=0.0045, t_decode=DRAFTER_MS / 1000)
+    _, lengths = run(p, pair, 10)
+    assert min(lengths[:3]) >= 4 and sum(lengths) / len(lengths) >= 6, lengths
+
+
+def test_an_uncalibrated_cost_model_still_learns_first() -> None:
+    """Without calibration (or with it turned off) nothing changes: one conversation's losses are not
+    enough to start the next one paused."""
+    cost = calibrated(Q4_CURVE)
+    cost.calibrated = False
+    assert not AdaptivePolicy(cost, source="draft").paused
+
+
+def test_the_surest_tokens_are_not_trusted_at_their_word_until_measured() -> None:
+    cost = calibrated(Q4_CURVE)
+    before = cost.best_case_gain("draft")
+    cal = cost.calibration_for("draft")
+    for _ in range(60):  # the drafter's surest tokens turn out right every time
+        cal.observe([0.99], 1)
+    after = cost.best_case_gain("draft")
+    assert before is not None and after is not None and after > before
+
+
+def draft_length(curve: dict[int, float], confidence: float) -> int:
+    """How far one draft of tokens of this confidence goes, time priced at plain speed."""
+    cost = calibrated(curve, drafter_ms=5.0)
+    rule = StopRule(cost, cost.calibration_for("draft"), value=1 / (curve[1] / 1000))
+    n = 0
+    while n < 16 and rule.take(n, confidence) and rule.look_further(n, 0.005):
+        n += 1
+    return n
+
+
+def test_the_draft_length_follows_the_measured_curve() -> None:
+    """Verification nearly free up to 8 tokens and dear beyond: the increments follow the curve and
+    drafts stop near 8. Dear up to 4 and nearly free beyond (the Q4 curve's shape, exaggerated): the
+    same tokens draft to the ceiling. One line through every size would price both alike."""
+    flat_then_steep = {1: 60.0, 2: 70.0, 4: 72.0, 8: 76.0, 16: 400.0}
+    steep_then_flat = {1: 60.0, 2: 70.0, 4: 150.0, 8: 190.0, 16: 200.0}
+    cost = calibrated(flat_then_steep)
+    assert cost.extra_verify(3) < 0.006 < 0.03 < cost.extra_verify(12)
+    assert 5 <= draft_length(flat_then_steep, 0.9) <= 8
+    assert draft_length(steep_then_flat, 0.9) == 16

@@ -54,8 +54,12 @@ def test_auto_off_pauses_where_speculation_loses_probes_recovers_and_the_toggle_
 ) -> None:
     """The Q4_K_M target is compute-bound on a CPU: verifying a batch costs nearly one step per token,
     so speculation with the 0.5B drafter is slower than plain decoding (0.6-0.8x measured),
-    while n-gram drafts on a reply that copies its prompt still pay (1.2-1.4x)."""
-    cfg = EngineConfig(str(qwen_target_path), draft_path=str(qwen_draft_path), n_ctx=2048)
+    while n-gram drafts on a reply that copies its prompt still pay (1.2-1.4x).
+
+    Without a profile or a calibration at load, so that the first reply has to find this out itself
+    (with one, it starts paused: see test_profile_real.py)."""
+    cfg = EngineConfig(str(qwen_target_path), draft_path=str(qwen_draft_path), n_ctx=2048,
+                       use_profile=False, calibrate=False)
     with Engine(cfg) as eng:
         prompt = ("Write a long story, at least 400 words, about a lighthouse keeper "
                   "who finds a message in a bottle.")

@@ -1,0 +1,120 @@
+"""Speculation profiles without models: the file format, what is refused, and the calibration checks."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from localchat.engine import profile
+from localchat.engine.adaptive import CostModel
+from localchat.engine.profile import Measured, ProfileKey
+
+KEY = ProfileKey("100:aa", "50:bb", "CPU", 2, 0, "local", "0.3.36 CPU : AVX2 = 1 |")
+MACHINE = "machine-one"
+BAD_BINS = {"accepted": [1], "judged": [1]}
+
+
+def measured() -> Measured:
+    hits = [0.0] * 20
+    seen = [0.0] * 20
+    hits[19], seen[19] = 180.0, 200.0
+    verify = {1: (0.060, 12), 2: (0.094, 5), 4: (0.111, 3), 8: (0.159, 1), 16: (0.219, 1)}
+    return Measured(verify, 0.016, 0.0155, hits, seen)
+
+
+def saved(tmp_path: Path) -> Path:
+    path = tmp_path / KEY.file_name()
+    profile.save(path, KEY, MACHINE, measured())
+    return path
+
+
+def test_a_saved_profile_loads_back_and_starts_the_cost_model(tmp_path: Path) -> None:
+    path = saved(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+    back = profile.load(path, KEY, MACHINE)
+    assert back is not None
+    assert back.verify == measured().verify and back.draft_token_s == pytest.approx(0.016)
+    cost = CostModel()
+    profile.apply(back, cost, "drafter")
+    assert cost.calibrated and cost.ready()
+    assert cost.t_verify(1) == pytest.approx(0.060) and cost.t_verify(16) == pytest.approx(0.219)
+    assert cost.draft_token_s["drafter"] == pytest.approx(0.016)
+    assert cost.calibration_for("drafter").q(0.99) == pytest.approx(0.9, abs=0.01)
+    # Saved evidence is capped: this process's own passes soon outweigh it.
+    assert cost.verify.counts[1] == 3 and cost.calibration_for("drafter").seen(0.99) == pytest.approx(50)
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda obj: "{ not json", "ignoring the speculation profile"),
+        (lambda obj: {**obj, "machine": "machine-two"}, "another machine"),
+        (lambda obj: {**obj, "format": 99}, "format 99"),
+        (lambda obj: {**obj, "key": {**obj["key"], "threads": 8}}, "other model files or settings"),
+        (lambda obj: {**obj, "measured": {**obj["measured"], "verify_s": {"1": [-1, 3]}}}, "verification"),
+        (lambda obj: {**obj, "measured": {**obj["measured"], "calibration": BAD_BINS}}, "calibration bins"),
+        (lambda obj: [1, 2, 3], "not a JSON object"),
+    ],
+    ids=["bad-json", "other-machine", "other-format", "other-settings", "bad-time", "bad-bins", "not-object"],
+)
+def test_a_corrupt_or_foreign_profile_is_ignored_with_one_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: object, words: str
+) -> None:
+    path = saved(tmp_path)
+    obj = json.loads(path.read_text())
+    bad = damage(obj)  # type: ignore[operator]
+    path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+    caplog.set_level(logging.INFO, logger="localchat.engine.profile")
+    cost = CostModel()
+    result = profile.load(path, KEY, MACHINE)
+    if result is not None:  # parsed, but does not fit the cost model
+        with pytest.raises(ValueError, match=words):
+            profile.apply(result, cost, "drafter")
+        assert not cost.calibrated and not cost.verify.points  # untouched
+        return
+    lines = [r for r in caplog.records if r.name == "localchat.engine.profile"]
+    assert len(lines) == 1 and words in lines[0].getMessage(), [r.getMessage() for r in lines]
+
+
+def test_a_missing_profile_is_no_news(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="localchat.engine.profile")
+    assert profile.load(tmp_path / "none.json", KEY, MACHINE) is None
+    assert not caplog.records
+
+
+def test_the_profile_key_is_the_file_contents_not_the_path(tmp_path: Path) -> None:
+    a = tmp_path / "a.gguf"
+    data = bytearray(b"GGUF" + bytes(range(256)) * 20000)  # 5 MB: head and tail hashed apart
+    a.write_bytes(data)
+    b = tmp_path / "b.gguf"
+    b.write_bytes(data)
+    assert profile.file_fingerprint(a) == profile.file_fingerprint(b)
+    data[-1] ^= 0xFF  # one byte of the last tensor
+    b.write_bytes(data)
+    assert profile.file_fingerprint(a) != profile.file_fingerprint(b)
+    small = tmp_path / "small.gguf"
+    small.write_bytes(b"GGUF1234")
+    assert profile.file_fingerprint(small).startswith("8:")
+
+
+def test_the_machine_id_is_stable() -> None:
+    assert profile.machine_id() == profile.machine_id() and len(profile.machine_id()) == 16
+
+
+def test_an_undisturbed_curve_is_plausible_a_busy_one_is_not() -> None:
+    assert profile.plausible({1: 0.060, 2: 0.094, 4: 0.111, 8: 0.159, 16: 0.219})
+    assert not profile.plausible({1: 0.060, 2: 0.094, 4: 0.300, 8: 0.159, 16: 0.219})  # 8 far cheaper than 4
+    assert not profile.plausible({1: 0.010, 2: 0.094, 4: 0.111, 8: 0.159, 16: 0.219})  # 2 dearer than 2 x 1
+
+
+def test_a_process_that_was_not_calibrated_keeps_what_it_measured_if_it_is_enough() -> None:
+    cost = CostModel()
+    assert not profile.measured_enough(cost, "drafter")
+    for _ in range(3):
+        for size in (1, 3, 5):
+            cost.observe_verify(size, 0.05 + 0.01 * size)
+    cost.observe_draft("drafter", 4, 0.06)
+    assert profile.measured_enough(cost, "drafter")
