@@ -204,6 +204,9 @@ def then(turns: Sequence[tuple[str, str]], reply: GenerationResult) -> tuple[tup
 
 
 def config(target: Path, draft: Path, **kw: object) -> EngineConfig:
+    # No saved profile or calibration: on a CPU where the pair cannot pay, a calibrated policy starts
+    # paused and the draft model's cache is not read, and these tests are about both caches.
+    kw = {"use_profile": False, "calibrate": False, **kw}
     return EngineConfig(str(target), str(draft), n_ctx=1024, **kw)  # type: ignore[arg-type]
 
 
