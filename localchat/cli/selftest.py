@@ -280,6 +280,7 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
             f"window: shown {out.window_s:.2f} s after the process started "
             f"(platform {QGuiApplication.platformName()}, {window.width()}x{window.height()})"
         )
+        _check_highlighting()
         target, draft = pair
         waiter = _Waiter()
         waiter.watch("loaded", client.loaded)
@@ -306,6 +307,17 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
         client.stop()
         parts.store.close()
         app.processEvents()
+
+
+def _check_highlighting() -> None:
+    """The chat view colours code with Pygments, which finds its lexers by name at run time: a bundle
+    that left them out would show plain code without an error anywhere."""
+    from localchat.ui.markdown_render import highlight_code
+
+    html = highlight_code("def f():\n    return 1\n", "python", dark=False)
+    if html is None or "<span" not in html:
+        raise SelftestError("code highlighting does not work: Pygments' Python lexer is missing")
+    _say("code highlighting: Pygments' Python lexer found")
 
 
 def _use_offscreen_unless_shown(args: argparse.Namespace) -> None:
