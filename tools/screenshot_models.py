@@ -1,7 +1,7 @@
 """Capture the model manager as a user sees it: the real app under Xvfb with the starter pair loaded.
 
     Xvfb :99 -screen 0 1280x820x24 &
-    DISPLAY=:99 python tools/screenshot_models.py /tmp/shot/models   # -local.png and -catalog.png
+    DISPLAY=:99 python tools/screenshot_models.py /tmp/shot/models [dark]   # -local.png and -catalog.png
 
 The models folder is a temporary one holding links to the test models in
 ~/.cache/localchat/test-models (the Qwen2.5-Coder 1.5B target, its 0.5B drafter
@@ -50,6 +50,7 @@ def main() -> int:
     app.setApplicationName("localchat")
     parts = build_main_window(ROOT / "config", ROOT / "data", autoload=False)
     parts.settings.set("models_folder", str(folder))
+    parts.settings.set("theme", sys.argv[2] if len(sys.argv) > 2 else "light")
     window = parts.window
     window.resize(1180, 760)
     window.move(0, 0)
