@@ -425,18 +425,26 @@ class Api:
         except ApiError as exc:
             return exc.response()
 
-    async def _chat(self, request: Request, parsed: ParsedRequest) -> Response:
-        rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.model_id
+    async def answer(
+        self,
+        request: Request,
+        parsed: ParsedRequest,
+        whole: Callable[[GenerationResult], dict[str, Any]],
+        render: Callable[[JobEvent], list[bytes]],
+    ) -> Response:
+        """Run the request's job: ``whole(result)`` as one JSON body, or, when streaming, each event
+        through ``render`` (499 when the client left first)."""
         job = JobStream(self.broker, parsed)
         if not parsed.stream:
             result = await self.run_to_end(request, job)
-            if result is None:
-                return Response(status_code=499)
-            body = shapes.chat_completion(rid, created, model, result, parsed.mode, parsed.warning)
-            return JSONResponse(body)
+            return Response(status_code=499) if result is None else JSONResponse(whole(result))
         first = await self.first_event(request, job)
         if first is None:
             return Response(status_code=499)
+        return self.stream(job, first, render)
+
+    async def _chat(self, request: Request, parsed: ParsedRequest) -> Response:
+        rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.model_id
         opening = [sse(shapes.chat_chunk(rid, created, model, {"role": "assistant", "content": ""}))]
 
         def render(event: JobEvent) -> list[bytes]:
@@ -461,7 +469,10 @@ class Api:
                 out.append(sse(job_error(event).body()))
             return out
 
-        return self.stream(job, first, render)
+        def whole(result: GenerationResult) -> dict[str, Any]:
+            return shapes.chat_completion(rid, created, model, result, parsed.mode, parsed.warning)
+
+        return await self.answer(request, parsed, whole, render)
 
     async def completions(self, request: Request) -> Response:
         try:
@@ -472,16 +483,6 @@ class Api:
 
     async def _completions(self, request: Request, parsed: ParsedRequest) -> Response:
         rid, created, model = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.model_id
-        job = JobStream(self.broker, parsed)
-        if not parsed.stream:
-            result = await self.run_to_end(request, job)
-            if result is None:
-                return Response(status_code=499)
-            body = shapes.text_completion(rid, created, model, result, parsed.mode, parsed.warning)
-            return JSONResponse(body)
-        first = await self.first_event(request, job)
-        if first is None:
-            return Response(status_code=499)
 
         def render(event: JobEvent) -> list[bytes]:
             if isinstance(event, JobTokens):
@@ -497,7 +498,10 @@ class Api:
                 return [sse(last), b"data: [DONE]\n\n"]
             return [sse(job_error(event).body())]
 
-        return self.stream(job, first, render)
+        def whole(result: GenerationResult) -> dict[str, Any]:
+            return shapes.text_completion(rid, created, model, result, parsed.mode, parsed.warning)
+
+        return await self.answer(request, parsed, whole, render)
 
     async def native_completion(self, request: Request) -> Response:
         try:
@@ -515,15 +519,6 @@ class Api:
 
     async def _native(self, request: Request, parsed: ParsedRequest) -> Response:
         model = self.model_id
-        job = JobStream(self.broker, parsed)
-        if not parsed.stream:
-            result = await self.run_to_end(request, job)
-            if result is None:
-                return Response(status_code=499)
-            return JSONResponse(shapes.native_final(model, result, parsed.mode, parsed.warning, result.text))
-        first = await self.first_event(request, job)
-        if first is None:
-            return Response(status_code=499)
 
         def render(event: JobEvent) -> list[bytes]:
             if isinstance(event, JobTokens):
@@ -533,7 +528,10 @@ class Api:
                 return [sse(shapes.native_final(model, event.result, parsed.mode, parsed.warning, ""))]
             return [sse(job_error(event).body())]
 
-        return self.stream(job, first, render)
+        def whole(result: GenerationResult) -> dict[str, Any]:
+            return shapes.native_final(model, result, parsed.mode, parsed.warning, result.text)
+
+        return await self.answer(request, parsed, whole, render)
 
 
 def create_app(broker: EngineBroker, settings: ServerSettings) -> Starlette:
