@@ -10,6 +10,7 @@ a file lock in ``pypi_source.fetch`` keeps parallel workers from racing.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,16 @@ def _own_profiles_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     from localchat.settings.folders import PROFILES_ENV
 
     monkeypatch.setenv(PROFILES_ENV, str(tmp_path_factory.mktemp("profiles")))
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_on_the_main_thread() -> Iterator[None]:
+    """Collect what a test left in reference cycles (Qt widgets among it) before the next test, here on
+    the main thread. Left to Python's collector, such a cycle may be freed on the next test's download
+    thread, where destroying a QObject waits for the GIL while the main thread, holding the GIL, waits
+    for Qt's connection lock: a deadlock seen in test_download_service."""
+    yield
+    gc.collect()
 
 
 def models_dir() -> Path:
