@@ -58,6 +58,12 @@ SURE_EVIDENCE = 32  # tokens of that bin before its own calibration is believed
 CANNOT_PAY = 0.97
 
 
+def lookup_instead(best: float) -> str:
+    """Why adaptive speculation drafts by lookup alone, in words (see Engine._choose_drafter)."""
+    return (f"On this computer the draft model costs more than it saves for this model "
+            f"({best:.2f}x at best), so drafts come from the conversation itself (n-gram lookup).")
+
+
 class DraftPolicy(Protocol):
     def draft_length(self) -> int:
         """Most tokens to draft for the next step; 0 means a plain decoding step."""
@@ -317,6 +323,30 @@ class StopRule:
     def look_further(self, position: int, decode_seconds: float) -> bool:
         cost = decode_seconds + self.cost.extra_verify(position + 2)
         return self._p * self._q >= self.value * cost
+
+    def plan(self, confidences: Sequence[float]) -> int:
+        """For a draft whose tokens are all known before any is kept (lookup: free to make), how
+        many of them to keep: the length whose expected extra tokens best pay for its longer
+        verification, 0 when none does.
+
+        Unlike ``take``, which weighs one token at a time, this sees the whole draft, so the jump
+        from a one-token pass to a two-token one (steep on a CPU with a quantized target) is
+        weighed against every token that follows it: a long copy pays where a short one cannot.
+        """
+        t1 = self.cost.t_verify(1)
+        if t1 is None:
+            return 0
+        best_k, best_gain, expected, p = 0, 0.0, 0.0, 1.0
+        for k, conf in enumerate(confidences[:MAX_DRAFT], start=1):
+            p *= self.calibration.q(conf)
+            expected += p
+            tv = self.cost.t_verify(k + 1)
+            if tv is None:
+                break
+            gain = expected - self.value * max(0.0, tv - t1)
+            if gain > best_gain:
+                best_k, best_gain = k, gain
+        return best_k
 
 
 @dataclass

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from localchat.catalog.gguf import read_metadata
-from localchat.engine.adaptive import AdaptivePolicy, CostModel, DraftPolicy, FixedPolicy
+from localchat.engine.adaptive import (
+    CANNOT_PAY,
+    AdaptivePolicy,
+    CostModel,
+    DraftPolicy,
+    FixedPolicy,
+    lookup_instead,
+)
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
 from localchat.engine.chat_format import ChatFormatter, FitCancelled
 from localchat.engine.compat import check_compatible
@@ -107,6 +114,9 @@ class Engine:
             self.target_model.close()
             raise
         self.ngram = NgramDrafter()
+        # Lookup on its own where the draft model cannot pay on this machine: only longer matches
+        # (a reply that copies), since every wrong lookup draft costs a longer verification.
+        self.lookup = NgramDrafter(min_ngram=CombinedDrafter.MIN_MATCH)
         self.draft_model: Model | None = None
         self.model_drafter: ModelDrafter | None = None
         self.combined: CombinedDrafter | None = None  # kept across replies: it learns which source wins
@@ -234,10 +244,26 @@ class Engine:
         if md is None:
             reason = self.draft_problem or "No draft model is paired with this model."
             return self.ngram, SpeculationState(True, "n-gram", reason, spec.draft_tokens)
+        if spec.adaptive:
+            best = self._draft_model_best_case()
+            if best is not None and best < CANNOT_PAY:
+                return self.lookup, SpeculationState(True, "n-gram", lookup_instead(best), spec.draft_tokens)
         state = SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
         if self.combined is None:
             self.combined = CombinedDrafter(md, self.ngram)
         return self.combined, state
+
+    def _draft_model_best_case(self) -> float | None:
+        """The draft model's best-case speed-up on this machine's calibrated costs; None until known.
+
+        Below ``CANNOT_PAY`` it cannot pay for this target whatever the text (a compute-bound
+        target on a CPU): adaptive speculation then drafts by lookup alone, which costs no drafter
+        pass and still pays where a reply copies its context (code edits, quoting).
+        """
+        md = self.model_drafter
+        if md is None or not self.cost.calibrated:
+            return None
+        return self.cost.best_case_gain(md.name)
 
     def speculation_state(self, spec: SpeculationConfig) -> SpeculationState:
         return self._choose_drafter(spec)[1]
@@ -246,8 +272,15 @@ class Engine:
         spec = request.speculation
         if drafter is None or not spec.adaptive:
             return FixedPolicy(spec.draft_tokens)
+        # The draft model and lookup on its own report a confidence per token (the stop rule drafts
+        # from it); n-gram lookup chosen by the user drafts a doubling length.
         confident = self.model_drafter is not None and drafter is not self.ngram
-        source = self.model_drafter.name if confident and self.model_drafter is not None else self.ngram.name
+        if drafter is self.lookup:
+            source = self.lookup.name
+        elif confident and self.model_drafter is not None:
+            source = self.model_drafter.name
+        else:
+            source = self.ngram.name
         key = (request.session, drafter.name)
         policy = self._policies.get(key)
         if policy is None:

@@ -456,3 +456,30 @@ def test_the_draft_length_follows_the_measured_curve() -> None:
     assert cost.extra_verify(3) < 0.006 < 0.03 < cost.extra_verify(12)
     assert 5 <= draft_length(flat_then_steep, 0.9) <= 8
     assert draft_length(steep_then_flat, 0.9) == 16
+
+
+def test_a_known_draft_is_kept_only_where_its_whole_length_pays() -> None:
+    """Lookup drafts are known whole before verification. On the Q4 curve one extra token doubles
+    the pass, so a short or doubtful copy is not worth verifying, while a long sure one is: the plan
+    weighs the two-token jump against every token after it (``take`` alone never would)."""
+    cost = calibrated(Q4_CURVE)
+    cal = Calibration()
+    rule = StopRule(cost, cal, value=1 / 0.0277)
+    assert not rule.take(0, 0.95)  # token by token, even a sure token cannot pay for the jump
+    assert rule.plan([0.95] * 16) >= 12  # a long sure copy pays: about 2x at this curve
+    assert rule.plan([0.95]) == 0  # one sure token cannot pay for a pass twice as long
+    assert rule.plan([0.6] * 16) == 0  # a doubtful one is not worth verifying at all
+    # On the F16 curve (a cheap batch) a shorter copy already pays.
+    f16 = StopRule(calibrated(F16_CURVE), Calibration(), value=1 / 0.060)
+    assert 0 < f16.plan([0.95] * 3) <= 3
+
+
+def test_the_plan_follows_what_verification_accepted() -> None:
+    """A match size whose drafts keep failing is no longer drafted: its bin learns the acceptance."""
+    cost = calibrated(Q4_CURVE)
+    cal = Calibration()
+    rule = StopRule(cost, cal, value=1 / 0.0277)
+    assert rule.plan([0.9] * 16) > 0
+    for _ in range(20):
+        cal.observe([0.9] * 16, 1)  # the first token accepted, the second rejected, every time
+    assert rule.plan([0.9] * 16) == 0

@@ -79,3 +79,36 @@ def test_lookup_stands_in_when_the_model_finds_nothing_worth_drafting() -> None:
     # Without a match there is nothing to stand in: the model's empty draft (a plain step).
     other = [*text, 1, 2, 3]
     assert drafter.propose(other, 16, greedy, rng, stop=object()).tokens == []
+
+
+class _Plan:
+    """A stop rule that keeps ``keep`` tokens of a known draft and records what it was asked."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.asked: list[list[float]] = []
+
+    def take(self, position: int, confidence: float) -> bool:
+        raise AssertionError("a lookup draft is planned whole, not taken token by token")
+
+    def look_further(self, position: int, decode_seconds: float) -> bool:
+        raise AssertionError("a lookup draft is planned whole")
+
+    def plan(self, confidences: Sequence[float]) -> int:
+        self.asked.append(list(confidences))
+        return self.keep
+
+
+def test_lookup_with_a_stop_rule_keeps_the_planned_length_and_reports_its_confidence() -> None:
+    from localchat.engine.draft_sources import match_confidence
+
+    ngram = NgramDrafter(min_ngram=3)
+    text = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1, 2, 3, 4]
+    rule = _Plan(keep=3)
+    draft = ngram.propose(text, 8, SamplingParams(temperature=0.0), np.random.default_rng(0), rule)
+    assert draft.tokens == [5, 6, 7]
+    assert rule.asked == [[match_confidence(4)] * 8]  # a 4-token match, 8 tokens offered
+    assert draft.confidence == [match_confidence(4)] * 3
+    assert match_confidence(3) < match_confidence(8) <= 0.95
+    none = ngram.propose(text, 8, SamplingParams(temperature=0.0), np.random.default_rng(0), _Plan(0))
+    assert none.tokens == [] and none.confidence == []

@@ -181,11 +181,12 @@ def test_a_changed_model_file_does_not_reuse_the_profile(smollm2_path: Path, tmp
 
 
 @pytest.mark.slow
-def test_the_first_reply_starts_paused_with_the_q4_target(
+def test_the_q4_target_drafts_by_lookup_alone_from_its_first_reply(
     qwen_target_path: Path, qwen_draft_path: Path
 ) -> None:
-    """Compute-bound on this CPU: the measured costs say that speculation cannot pay, so the first
-    reply of a new engine decodes plainly from its first token and says why."""
+    """Compute-bound on this CPU: the measured costs say that the draft model cannot pay, so from the
+    first reply of a new engine adaptive speculation drafts by lookup alone (no drafter pass), says
+    why, and drafts only where the reply copies its context far enough to pay for the longer pass."""
     cfg = EngineConfig(str(qwen_target_path), draft_path=str(qwen_draft_path), n_ctx=1024)
     with_saved_curve(cfg, Q4_CURVE)
     with Engine(cfg) as eng:
@@ -194,13 +195,23 @@ def test_the_first_reply_starts_paused_with_the_q4_target(
         assert md is not None
         best = eng.cost.best_case_gain(md.name)
         assert best is not None and best < 0.97, profile.describe(eng.cost, md.name)
+        assert eng.info.speculation.drafter == "n-gram"
         lengths: list[int] = []
         events: list[TokenEvent] = []
         eng.trace_hook = lambda batch, _c, _a: lengths.append(len(batch) - 1)
         eng.generate(ask(ADAPTIVE), events.append)
-        assert set(lengths) == {0}, lengths
-        assert events and all(e.speculation.paused for e in events)
-        assert "measured costs" in events[0].speculation.reason
+        assert events and not any(e.speculation.paused for e in events)
+        assert {e.speculation.drafter for e in events} == {"n-gram"}
+        assert "the draft model costs more than it saves" in events[0].speculation.reason
+        assert md.ctx.n_past == 0  # the draft model was never asked
+        lengths.clear()
+        numbers = ", ".join(str(n) for n in range(100, 160))
+        copy = GenerationRequest(
+            messages=(ChatMessage("user", f"Repeat this list exactly, nothing else: {numbers}"),),
+            max_tokens=120, sampling=SamplingParams(temperature=0.0), speculation=ADAPTIVE, session="c")
+        eng.generate(copy)
+        assert max(lengths) >= 8, lengths  # a long sure copy is worth its pass
+        assert md.ctx.n_past == 0
 
 
 @pytest.mark.slow
