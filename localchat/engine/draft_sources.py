@@ -272,7 +272,8 @@ class NgramDrafter:
 
     def _sync(self, tokens: Sequence[int]) -> None:
         m = len(self._seq)
-        if self._index and len(tokens) >= m and (m == 0 or (tokens[m - 1] == self._seq[-1] and tokens[:m] == self._seq)):
+        grows = len(tokens) >= m and (m == 0 or (tokens[m - 1] == self._seq[-1] and tokens[:m] == self._seq))
+        if self._index and grows:
             self._extend(tokens[m:])
         else:
             self._rebuild(tokens)
