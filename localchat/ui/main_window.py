@@ -381,6 +381,8 @@ class MainWindow(QMainWindow):
         notices = [end.sentence]
         if result is not None and result.speculation.paused and self.status.speculation_enabled:
             notices.append(formatting.paused_sentence(result.speculation.speedup))
+        elif result is not None and result.speculation.active and self.status.speculation_enabled:
+            notices.append(result.speculation.reason)  # why it drafts by lookup alone, if it does
         self._show_notice(" ".join(n for n in notices if n))
         self._update_buttons()
 

@@ -266,7 +266,9 @@ class SpeculationStatusBar(QStatusBar):
         args = (self._speculation, self._speculation_enabled, self._drafter_name(), self._resuming)
         text = formatting.speculation_text(*args)
         self.speculation_button.set_texts(text, formatting.speculation_short(*args))
-        self.speculation_button.setToolTip(f"{text}\n{TOGGLE_TIP}")
+        state = self._speculation
+        why = state.reason if state is not None and state.active and not state.paused else ""
+        self.speculation_button.setToolTip("\n".join(t for t in (text, why, TOGGLE_TIP) if t))
         self.speculation_button.setChecked(self._speculation_enabled)
         self.speculation_text = text
 

@@ -147,3 +147,22 @@ def test_a_reply_that_ends_paused_says_why_in_plain_words(qtbot, parts: AppParts
     assert w.notice.text() == (
         "Speculation is paused: on this computer the drafter costs more than it saves for this model (0.8x)."
     )
+
+
+def test_a_reply_drafted_by_lookup_alone_says_why(qtbot, parts: AppParts, tmp_path: Path) -> None:
+    from localchat.engine.adaptive import lookup_instead
+
+    engine = load(parts, tmp_path)
+    w = parts.window
+    w.send_message("hi")
+    lookup = SpeculationState(active=True, drafter="n-gram", reason=lookup_instead(0.62), draft_tokens=16)
+    engine.generation_finished.emit(GenerationResult("ok", FinishReason.STOP, stats(5), lookup))
+    assert w.notice.text() == (
+        "On this computer the draft model costs more than it saves for this model (0.62x at best), "
+        "so drafts come from the conversation itself (n-gram lookup)."
+    )
+    assert w.status.speculation_text == "Draft: n-gram"
+    # A reply drafted by the draft model leaves no notice.
+    w.send_message("again")
+    engine.finish()
+    assert w.notice.text() == ""

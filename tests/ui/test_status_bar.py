@@ -202,3 +202,18 @@ def test_a_flash_hides_neither_the_model_nor_the_toggle(qtbot) -> None:
     assert bar.currentMessage() == ""
     qtbot.waitUntil(lambda: not bar.flash_label.isVisible(), timeout=2000)
     assert bar.target_label.text() == "Fake 1B · Q4_K_M"
+
+
+def test_lookup_alone_is_named_and_its_tooltip_says_why(qtbot) -> None:
+    """Where the draft model cannot pay on this computer, adaptive speculation drafts by lookup:
+    the toggle says so, and its tooltip gives the reason in words."""
+    from localchat.engine.adaptive import lookup_instead
+
+    bar = SpeculationStatusBar()
+    qtbot.addWidget(bar)
+    state = SpeculationState(active=True, drafter="n-gram", reason=lookup_instead(0.62), draft_tokens=16)
+    bar.generation_finished(GenerationResult("x", FinishReason.STOP, stats(5), state))
+    assert bar.speculation_text == "Draft: n-gram"
+    tip = bar.speculation_button.toolTip()
+    assert "draft model costs more than it saves for this model (0.62x at best)" in tip
+    assert "conversation itself" in tip
