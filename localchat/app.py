@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from localchat.engine.types import TokenEvent
     from localchat.host.scheduler import EngineBroker
     from localchat.server import ServerThread
-    from localchat.services.download_service import DownloadService
+    from localchat.services.main_thread_gc import MainThreadCollector
+from localchat.services.download_service import DownloadService
 
 log = logging.getLogger(__name__)
 
@@ -351,9 +352,12 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     assert isinstance(app, QApplication)
     app.setApplicationName(folders.APP_NAME)
     app.setOrganizationName(folders.APP_NAME)
+    collector = MainThreadCollector(app)  # Qt objects in cycles are freed on this thread only
+    collector.start()
     parts = build_main_window()
     parts.window.show()
     code = app.exec()
+    collector.stop()
     if parts.downloads is not None:
         parts.downloads.cancel_all()  # the .part files are closed and resume next time
     if parts.server is not None:
