@@ -305,10 +305,12 @@ class StopRule:
     (code, quoting) draft long, uncertain tokens are not drafted at all.
     """
 
-    def __init__(self, cost: CostModel, calibration: Calibration, value: float) -> None:
+    def __init__(self, cost: CostModel, calibration: Calibration, value: float,
+                 look_seconds: float | None = None) -> None:
         self.cost = cost
         self.calibration = calibration
         self.value = value
+        self.look_seconds = look_seconds  # one drafter pass; None: a first token must pay alone
         self._p = 1.0  # chance that every token kept so far is accepted
         self._q = 1.0  # the last kept token's chance: the guess for the next one
 
@@ -316,9 +318,33 @@ class StopRule:
         q = self.calibration.q(confidence)
         p = self._p * q
         if p < self.value * self.cost.extra_verify(position + 1):
-            return False
+            if position > 0 or not self._worth_starting(q):
+                return False
         self._p, self._q = p, q
         return True
+
+    def _worth_starting(self, q: float) -> bool:
+        """Whether a draft that starts with a token of chance ``q`` pays, if the tokens after it were
+        as likely (the guess ``look_further`` makes too), priced as a whole.
+
+        Weighed alone, the first token must pay for the jump from a one-token pass to a two-token
+        one, which on a CPU can cost as much as several tokens further on: once time is priced at
+        a fast speculative rate, even a sure first token could not, and drafting stopped on easy
+        text. The jump is paid once for the whole draft.
+        """
+        t1 = self.cost.t_verify(1)
+        if t1 is None or self.look_seconds is None:
+            return False
+        expected, p = 0.0, 1.0
+        for k in range(1, MAX_DRAFT + 1):
+            p *= q
+            expected += p
+            tv = self.cost.t_verify(k + 1)
+            if tv is None:
+                return False
+            if expected > self.value * (tv - t1 + (k - 1) * self.look_seconds):
+                return True
+        return False
 
     def look_further(self, position: int, decode_seconds: float) -> bool:
         cost = decode_seconds + self.cost.extra_verify(position + 2)
@@ -483,6 +509,14 @@ class AdaptivePolicy:
     _reason: str = ""
     _pause_gain: float | None = None
     _next_plain: bool = True  # a plain step measures plain speed (first step, if not yet measured)
+    # Looking at the next token costs a drafter pass even when nothing is worth drafting. Per
+    # conversation, the seconds the recent looks saved against plain decoding (a moving average);
+    # while they lose, a few steps skip the look (plain steps; the drafter catches up in one batch).
+    look_alpha: float = 0.2
+    max_skip: int = 8
+    _look_saved: float | None = None
+    _skip_left: int = 0
+    _skip_len: int = 0
     _conversation: int = 0
     # This conversation's calibration, starting from the pair's: a drafter can be
     # confidently wrong on one kind of text (its own equally good variant of some code)
@@ -513,7 +547,7 @@ class AdaptivePolicy:
 
     # -- policy -----------------------------------------------------------------------------
     def draft_length(self) -> int:
-        if self._paused_left > 0 or self._next_plain:
+        if self._paused_left > 0 or self._next_plain or self._skip_left > 0:
             return 0
         return self.max_len if self.confident else self._n
 
@@ -525,7 +559,7 @@ class AdaptivePolicy:
         # window holds enough steps: one lucky draft accepted whole would price every token too dear.
         rate = self._rate if len(self._window) >= self.rate_steps else None
         value = max(1.0 / t1, rate or 0.0)
-        return StopRule(self.cost, self._calibration, value)
+        return StopRule(self.cost, self._calibration, value, self.cost.draft_token_s.get(self.source))
 
     @property
     def paused(self) -> bool:
@@ -558,6 +592,7 @@ class AdaptivePolicy:
         self._rate = None
         self._window.clear()
         self._n = max(1, min(self._n, 3))
+        self._look_saved, self._skip_left, self._skip_len = None, 0, 0
 
     @property
     def speedup(self) -> float | None:
@@ -572,6 +607,8 @@ class AdaptivePolicy:
         self.cost.observe_verify(drafted + 1, verify_s)
         if not source:  # a plain step: the drafter was not asked
             self._next_plain = False
+            if self._skip_left > 0:
+                self._skip_left -= 1
             if self._paused_left > 0:
                 self._paused_left -= 1
                 if self._paused_left == 0:
@@ -591,7 +628,31 @@ class AdaptivePolicy:
                 elif accepted < drafted:
                     self._n = max(1, accepted + 1)
             self._acc_rate = _ewma(self._acc_rate, accepted / drafted, 0.1)
+        if self.confident and source == self.source:
+            self._judge_look(accepted, draft_s + verify_s)
         self._update(accepted + 1, draft_s + verify_s)
+
+    def _judge_look(self, accepted: int, seconds: float) -> None:
+        """After a step that paid for a drafter pass: did looking pay? Where the recent looks lost
+        (text the drafter cannot guess: chat, stories), skip the next 1, 2, 4 .. ``max_skip`` looks.
+
+        A look that found nothing worth drafting still cost its drafter pass: on an F16 target that
+        is a quarter of a plain step. The pause (``_judge``) needs a window of steps and then stops
+        for a hundred tokens or more; this acts within a reply, step by step, and a look that pays
+        again ends it.
+        """
+        t1 = self.cost.t_verify(1)
+        if t1 is None or self.cost.draft_token_s.get(self.source, 0.0) <= 0.0:
+            return
+        if not self.cost.calibrated and self.cost.verify.counts.get(2, 0) < 3:
+            return  # the short drafts that measure the curve come first
+        saved = (accepted + 1) * t1 - seconds  # against plain steps writing the same tokens
+        self._look_saved = _ewma(self._look_saved, saved, self.look_alpha)
+        if self._look_saved < 0.0:
+            self._skip_len = min(self.max_skip, max(1, 2 * self._skip_len))
+            self._skip_left = self._skip_len
+        else:
+            self._skip_len = 0
 
     def _pause(self, gain: float, acceptance: float) -> None:
         tokens = self.retry_tokens * self._backoff

@@ -79,10 +79,13 @@ def run(policy: Policy, pair: Pair, steps: int, seed: int = 0) -> tuple[float, l
 
 
 def run_until_paused(policy: AdaptivePolicy, pair: Pair, limit: int = 200) -> int:
+    """Steps that asked the drafter (skipped looks are plain steps and cost nothing) until paused."""
     rng = random.Random(11)
-    for i in range(limit):
+    asked = 0
+    for _ in range(limit):
         if policy.paused:
-            return i
+            return asked
+        asked += policy.draft_length() > 0
         step(policy, pair, rng)
     raise AssertionError("the policy never paused")
 
@@ -483,3 +486,23 @@ def test_the_plan_follows_what_verification_accepted() -> None:
     for _ in range(20):
         cal.observe([0.9] * 16, 1)  # the first token accepted, the second rejected, every time
     assert rule.plan([0.9] * 16) == 0
+
+
+def test_looks_that_do_not_pay_are_skipped_and_come_back_when_they_do() -> None:
+    """On text the drafter cannot guess, every look costs a drafter pass for nothing: the policy
+    skips looks (plain steps) and is faster for it; on code-like text it looks at every step."""
+    curve = {1: 60.0, 2: 94.0, 4: 111.0, 8: 159.0, 16: 219.0}  # F16 on this machine (ms)
+    pair = Pair(hopeless, t1=0.060, t_batch=0.094 - 0.0045 * 2, t_token=0.0045, t_decode=DRAFTER_MS / 1000)
+    skipping = AdaptivePolicy(calibrated(curve), **NEVER_PAUSE)
+    looking = AdaptivePolicy(calibrated(curve), max_skip=0, **NEVER_PAUSE)
+    fast, _ = run(skipping, pair, 80)
+    slow, _ = run(looking, pair, 80)
+    rng, asked = random.Random(1), 0
+    for _ in range(80):
+        asked += skipping.draft_length() > 0
+        step(skipping, pair, rng)
+    assert asked < 40, asked
+    assert fast > 1.1 * slow, (fast, slow)
+    code = Pair(easy, t1=0.060, t_batch=0.094 - 0.0045 * 2, t_token=0.0045, t_decode=DRAFTER_MS / 1000)
+    _, lengths = run(AdaptivePolicy(calibrated(curve), **NEVER_PAUSE), code, 40)
+    assert sum(n > 0 for n in lengths) >= 38, lengths
