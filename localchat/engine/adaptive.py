@@ -317,9 +317,9 @@ class StopRule:
     def take(self, position: int, confidence: float) -> bool:
         q = self.calibration.q(confidence)
         p = self._p * q
-        if p < self.value * self.cost.extra_verify(position + 1):
-            if position > 0 or not self._worth_starting(q):
-                return False
+        pays = p >= self.value * self.cost.extra_verify(position + 1)
+        if not pays and (position > 0 or not self._worth_starting(q)):
+            return False
         self._p, self._q = p, q
         return True
 
