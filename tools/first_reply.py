@@ -14,6 +14,18 @@ app, ``localchat bench`` and ``localchat serve`` start one):
 Each process answers the same prompt with adaptive speculation first (its first
 reply), then with plain decoding for the speed-up in the same process. Greedy, so
 the texts can be compared. Profiles go to a temporary folder, never the user's.
+
+    python tools/first_reply.py --model T --draft D --prompts FILE [--category C]
+
+runs that for every prompt of a bench prompts file (JSON Lines), each prompt in
+processes of its own with a profiles folder of its own (``calibrate``, then
+``saved``), and adds up tokens and seconds per mode.
+
+    python tools/first_reply.py --model T --draft D --replies 10 [--modes calibrate]
+
+answers the prompt 10 times in one process (a new conversation each, adaptive,
+then plain), to compare the first reply's speed-up with the tenth's (plain speed
+averaged over the process's plain replies).
 """
 
 from __future__ import annotations
@@ -49,14 +61,27 @@ def child(args: argparse.Namespace) -> None:
         load_s = time.perf_counter() - t0
         report = eng.profile.calibration if eng.profile is not None else None
 
-        def ask(spec: SpeculationConfig) -> GenerationRequest:
+        def ask(spec: SpeculationConfig, session: str = "first") -> GenerationRequest:
             return GenerationRequest(messages=(ChatMessage("user", args.prompt),),
                                      max_tokens=args.max_tokens, sampling=SamplingParams(temperature=0.0),
-                                     speculation=spec, session="first")
+                                     speculation=spec, session=session)
 
         spec = eng.generate(ask(SpeculationConfig(drafter=DrafterKind.AUTO, adaptive=True)))
         eng.reset()
         plain = eng.generate(ask(SpeculationConfig(enabled=False)))
+        replies = []  # (adaptive tok/s, plain tok/s, tokens, adaptive s, plain s) per reply
+        for i in range(args.replies):
+            if i:
+                eng.reset()
+                spec_i = eng.generate(ask(SpeculationConfig(drafter=DrafterKind.AUTO, adaptive=True),
+                                          session=f"reply-{i}"))
+                eng.reset()
+                plain_i = eng.generate(ask(SpeculationConfig(enabled=False), session=f"reply-{i}"))
+            else:
+                spec_i, plain_i = spec, plain
+            replies.append((spec_i.stats.tokens_per_s, plain_i.stats.tokens_per_s,
+                            spec_i.stats.generated_tokens, spec_i.stats.generation_seconds,
+                            plain_i.stats.generation_seconds, spec_i.token_ids == plain_i.token_ids))
         out = {
             "mode": args.child, "load_s": round(load_s, 2),
             "loaded_profile": bool(eng.profile is not None and eng.profile.loaded),
@@ -70,8 +95,43 @@ def child(args: argparse.Namespace) -> None:
             "acceptance_length": round(spec.stats.acceptance_length, 2),
             "started_paused": spec.speculation.paused and spec.stats.drafted == 0,
             "same_text": spec.token_ids == plain.token_ids,
+            "tokens": spec.stats.generated_tokens,
+            "adaptive_s": spec.stats.generation_seconds,
+            "plain_s": plain.stats.generation_seconds,
+            "replies": replies,
         }
     print("RESULT " + json.dumps(out), flush=True)
+
+
+def run_child(args: argparse.Namespace, mode: str, prompt: str, env: dict[str, str]) -> dict | None:
+    cmd = [sys.executable, __file__, "--model", args.model, "--draft", args.draft,
+           "--max-tokens", str(args.max_tokens), "--prompt", prompt, "--child", mode,
+           "--replies", str(args.replies)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        print(f"{mode}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
+        return None
+    result: dict = json.loads(line[7:])
+    return result
+
+
+def print_result(mode: str, r: dict) -> None:
+    print(f"{mode:9s} load {r['load_s']:5.2f} s  calibration {r['calibration_ms']} ms"
+          f"{' (' + r['calibration_disturbed'] + ')' if r['calibration_disturbed'] else ''}  "
+          f"adaptive {r['adaptive_tok_s']:6.2f} tok/s  plain {r['plain_tok_s']:6.2f}  "
+          f"{r['speedup']:.3f}x  acc.len {r['acceptance_length']:.2f}  "
+          f"started paused: {r['started_paused']}  same text: {r['same_text']}", flush=True)
+    if r["calibrated_curve_ms"]:
+        print(f"          curve ms by batch {r['calibrated_curve_ms']}", flush=True)
+    replies = r["replies"]
+    if len(replies) > 1:
+        plain = sum(p[2] for p in replies) / sum(p[4] for p in replies)  # tokens / plain seconds
+        ups = [a / plain for a, *_ in replies]
+        print("          speed-up by reply (plain averaged over the process): "
+              + " ".join(f"{u:.2f}" for u in ups), flush=True)
+        print(f"          first {ups[0]:.3f}x, last {ups[-1]:.3f}x: first / last {ups[0] / ups[-1]:.3f}; "
+              f"same text {sum(1 for *_, same in replies if same)}/{len(replies)}", flush=True)
 
 
 def main() -> int:
@@ -80,31 +140,43 @@ def main() -> int:
     ap.add_argument("--draft", required=True)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--prompt", default=PROMPT)
+    ap.add_argument("--prompts", help="a bench prompts file: every prompt in processes of its own")
+    ap.add_argument("--category", action="append", help="only prompts of this category (repeatable)")
+    ap.add_argument("--modes", default="learn,calibrate,saved",
+                    help="which processes to run, in order (default learn,calibrate,saved)")
+    ap.add_argument("--replies", type=int, default=1, help="replies per process (a new conversation each)")
     ap.add_argument("--child", choices=["learn", "calibrate", "saved"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args)
         return 0
-    with tempfile.TemporaryDirectory(prefix="localchat-profiles-") as folder:
-        env = {**os.environ, "LOCALCHAT_PROFILES_DIR": folder}
-        root = Path(__file__).resolve().parent.parent
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-        for mode in ("learn", "calibrate", "saved"):
-            cmd = [sys.executable, __file__, "--model", args.model, "--draft", args.draft,
-                   "--max-tokens", str(args.max_tokens), "--prompt", args.prompt, "--child", mode]
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-            line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
-            if line is None:
-                print(f"{mode}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
-                return 1
-            r = json.loads(line[7:])
-            print(f"{mode:9s} load {r['load_s']:5.2f} s  calibration {r['calibration_ms']} ms"
-                  f"{' (' + r['calibration_disturbed'] + ')' if r['calibration_disturbed'] else ''}  "
-                  f"adaptive {r['adaptive_tok_s']:6.2f} tok/s  plain {r['plain_tok_s']:6.2f}  "
-                  f"{r['speedup']:.3f}x  acc.len {r['acceptance_length']:.2f}  "
-                  f"started paused: {r['started_paused']}  same text: {r['same_text']}", flush=True)
-            if r["calibrated_curve_ms"]:
-                print(f"          curve ms by batch {r['calibrated_curve_ms']}", flush=True)
+    modes = [m for m in args.modes.split(",") if m]
+    prompts = [("prompt", "", args.prompt)]
+    if args.prompts:
+        rows = [json.loads(ln) for ln in Path(args.prompts).read_text().splitlines() if ln.strip()]
+        prompts = [(r["id"], r["category"], r["prompt"]) for r in rows
+                   if not args.category or r["category"] in args.category]
+    root = Path(__file__).resolve().parent.parent
+    totals: dict[str, list[float]] = {m: [0.0, 0.0, 0.0] for m in modes}  # tokens, adaptive s, plain s
+    for pid, category, prompt in prompts:
+        if len(prompts) > 1:
+            print(f"== {category} {pid}", flush=True)
+        with tempfile.TemporaryDirectory(prefix="localchat-profiles-") as folder:
+            env = {**os.environ, "LOCALCHAT_PROFILES_DIR": folder}
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+            for mode in modes:
+                r = run_child(args, mode, prompt, env)
+                if r is None:
+                    return 1
+                print_result(mode, r)
+                t = totals[mode]
+                t[0] += r["tokens"]
+                t[1] += r["adaptive_s"]
+                t[2] += r["plain_s"]
+    if len(prompts) > 1:
+        for mode, (tokens, a_s, p_s) in totals.items():
+            print(f"all prompts, {mode}: adaptive {tokens / a_s:.2f} tok/s, plain {tokens / p_s:.2f} tok/s, "
+                  f"{p_s / a_s:.3f}x", flush=True)
     return 0
 
 

@@ -1,6 +1,10 @@
 """Screenshot of a chat mid-reply (live speed, acceptance, drafted text) in the light or dark theme.
 
-    QT_QPA_PLATFORM=offscreen PYTHONPATH=. python tools/screenshot_reply.py light|dark OUT.png
+    QT_QPA_PLATFORM=offscreen PYTHONPATH=. python tools/screenshot_reply.py light|dark OUT.png [end] [DRAFTER]
+
+``end``: wait for the reply to finish (its footer, the notice under the chat, the status bar's
+last reply); DRAFTER: the Drafter setting (auto, draft-model, ngram), e.g. ``draft-model`` for
+the paused state of the Q4_K_M starter on a CPU where its draft model cannot pay.
 
 The real Qwen pair of the test models (~/.cache/localchat/test-models); settings and history in
 /tmp/shot-reply/<theme>, so nothing of the user's is read or changed.
@@ -23,13 +27,15 @@ DRAFT = MODELS / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 QUESTION = "Write a Python function that checks whether a string is a palindrome, with a docstring."
 
 
-def main(theme: str, out: str) -> None:
+def main(theme: str, out: str, end: bool = False, drafter: str = "") -> None:
     app = QApplication(sys.argv)
     root = Path("/tmp/shot-reply") / theme
     shutil.rmtree(root, ignore_errors=True)
     parts = build_main_window(root / "config", root / "data", autoload=False)
     parts.settings.set("theme", theme)
     parts.settings.set("colour_accepted_tokens", True)
+    if drafter:
+        parts.settings.set("drafter", drafter)
     window = parts.window
     window.resize(1180, 720)
     window.show()
@@ -46,7 +52,12 @@ def main(theme: str, out: str) -> None:
     window.send_message(QUESTION)
     while not (window.chat_view.streaming_text or ""):
         spin(0.1)
-    spin(2.5)
+    if end:
+        while window.session.generating:
+            spin(0.2)
+        spin(1.0)
+    else:
+        spin(2.5)
     window.grab().save(out)
     window.stop()
     spin(0.5)
@@ -55,4 +66,4 @@ def main(theme: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], "end" in sys.argv[3:], next((a for a in sys.argv[3:] if a != "end"), ""))

@@ -142,7 +142,8 @@ OPTIONS: tuple[Option, ...] = (
         DrafterKind.AUTO.value,
         "Drafter",
         "Where draft tokens come from: automatic (the paired draft model, or n-gram lookup "
-        "when the chat repeats itself), a draft model, n-gram lookup only, or none.",
+        "when the chat repeats itself; lookup alone where the draft model costs more than it "
+        "saves on this computer), a draft model, n-gram lookup only, or none.",
         SPECULATION,
         choices=(
             (DrafterKind.AUTO.value, "Automatic"),
