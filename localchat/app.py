@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from localchat.engine.types import TokenEvent
     from localchat.host.scheduler import EngineBroker
     from localchat.server import ServerThread
-    from localchat.services.main_thread_gc import MainThreadCollector
 from localchat.services.download_service import DownloadService
+from localchat.services.main_thread_gc import MainThreadCollector
 
 log = logging.getLogger(__name__)
 
