@@ -17,8 +17,10 @@ part of the key. Everything else installs with pip as usual (``.[dev]``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -47,26 +49,69 @@ def installed_state(version: str) -> str:
     return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "missing"
 
 
+# llama.cpp builds for this computer's processor (-march=native). On a processor with Intel AMX
+# (Xeon Sapphire Rapids and later) that compiles ggml's AMX matrix kernels in, and on such a machine
+# every multi-token batch of a Q4 model crashed the process inside ggml_backend_amx_mul_mat (seen
+# with llama-cpp-python 0.3.36 on a virtual machine). __AMX_INT8__ is what switches those kernels on:
+# keeping the compiler from assuming AMX leaves every other native instruction set in place.
+NO_AMX_FLAGS = ["-DCMAKE_C_FLAGS=-mno-amx-int8", "-DCMAKE_CXX_FLAGS=-mno-amx-int8"]
+
+
+def native_x86_gcc_like(extra: list[str]) -> bool:
+    """A native build for an x86-64 processor with GCC or Clang (not MSVC), compiler flags left alone."""
+    upper = " ".join(extra).upper()
+    if any(word in upper for word in ("-DGGML_NATIVE=OFF", "CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS", "AMX")):
+        return False
+    return platform.machine().lower() in ("x86_64", "amd64") and sys.platform != "win32"
+
+
 def cmake_args() -> str:
     extra = os.environ.get("CMAKE_ARGS", "").split()
     flags = [RPC_FLAG] + [f for f in extra if not f.upper().startswith("-DGGML_RPC=")]
+    if native_x86_gcc_like(extra):
+        flags += NO_AMX_FLAGS
     return " ".join(flags)
 
 
+def processor() -> str:
+    """What a native build depends on: the machine and, on Linux, the processor's model and
+    instruction sets, so a wheel built for one processor is not installed on another."""
+    text = ""
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+        wanted = ("model name", "flags", "features", "cpu part")
+        text = "\n".join(sorted({ln.strip() for ln in lines if ln.lower().startswith(wanted)}))
+    return f"{platform.machine()} {text}"
+
+
 def wheelhouse(version: str, flags: str) -> Path:
-    key = hashlib.sha256(f"{version} {flags} {sys.version_info[:2]} {sys.platform}".encode()).hexdigest()[:16]
+    facts = f"{version} {flags} {sys.version_info[:2]} {sys.platform} {processor()}"
+    key = hashlib.sha256(facts.encode()).hexdigest()[:16]
     base = Path(os.environ.get("LOCALCHAT_WHEELHOUSE", Path.home() / ".cache" / "localchat" / "wheels"))
     return base / key
+
+
+def installed_marker() -> Path:
+    """Which wheelhouse this interpreter's llama-cpp-python came from (one file per interpreter)."""
+    digest = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
+    base = Path(os.environ.get("LOCALCHAT_WHEELHOUSE", Path.home() / ".cache" / "localchat" / "wheels"))
+    return base / f"installed-{digest}.txt"
 
 
 def ensure_llama(rebuild: bool) -> None:
     version = pinned_llama_version()
     state = installed_state(version)
-    if state == "ok" and not rebuild:
-        say(f"llama-cpp-python {version} with the RPC backend is installed")
-        return
     flags = cmake_args()
     house = wheelhouse(version, flags)
+    marker = installed_marker()
+    recorded = marker.read_text(encoding="utf-8").strip() if marker.is_file() else ""
+    if state == "ok" and not rebuild and recorded == house.name:
+        say(f"llama-cpp-python {version} with the RPC backend is installed (build {house.name})")
+        return
+    if state == "ok" and not rebuild:
+        # Installed by hand, or by an older version of this script with other flags (a native build
+        # with AMX kernels crashed on AMX processors): installed again from this script's build.
+        state = "built with other flags" if recorded else "installed without this script"
     wheels = sorted(house.glob(f"llama_cpp_python-{version}-*.whl")) if house.is_dir() else []
     if rebuild or not wheels:
         say(f"building llama-cpp-python {version} with CMAKE_ARGS={flags!r} (about 8 minutes on two cores)")
@@ -87,6 +132,8 @@ def ensure_llama(rebuild: bool) -> None:
     if after != "ok":
         raise SystemExit(f"llama-cpp-python {version} is installed but has no RPC backend ({after}); "
                          f"delete {house} and run `python tools/install.py --rebuild`")
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(house.name + "\n", encoding="utf-8")
 
 
 def main() -> int:
