@@ -25,10 +25,12 @@ from localchat.settings import SettingsFile, folders
 from localchat.ui.main_window import MainWindow
 
 if TYPE_CHECKING:
+    from localchat.catalog.drafters import Catalog
     from localchat.catalog.library import Library
-    from localchat.engine.types import TokenEvent
+    from localchat.engine.types import EngineInfo, TokenEvent
     from localchat.host.scheduler import EngineBroker
     from localchat.server import ServerThread
+    from localchat.services.starter_advisor import StarterAdvisor
 from localchat.services.download_service import DownloadService
 from localchat.services.main_thread_gc import MainThreadCollector
 
@@ -48,6 +50,7 @@ class AppParts:
     recovery: Recovery | None = None  # the chat history on disk was unreadable and set aside
     downloads: DownloadService | None = None  # running downloads are cancelled when the app quits
     server: ApiServerSwitch | None = None  # the local API (Settings → Server), stopped when the app quits
+    models: ModelsWiring | None = None  # the model manager and the starter advice
 
 
 @runtime_checkable
@@ -55,6 +58,17 @@ class ReportsMemory(Protocol):
     """An engine client that can say how much memory its process holds (services.EngineClient)."""
 
     def memory_bytes(self) -> int | None: ...
+
+
+def _catalog_or_none() -> Catalog | None:
+    """The shipped catalog; None (with a log line) if it cannot be read."""
+    from localchat.catalog.drafters import load_catalog
+
+    try:
+        return load_catalog()
+    except Exception as exc:
+        log.warning("catalog: %s", exc)
+        return None
 
 
 @runtime_checkable
@@ -72,14 +86,18 @@ class ModelsWiring(QObject):
     """Opens the model manager for the window and turns its choice into a load."""
 
     def __init__(
-        self, window: MainWindow, settings: SettingsService, downloader: QObject | None = None
+        self, window: MainWindow, settings: SettingsService, downloader: QObject | None = None,
+        advisor: StarterAdvisor | None = None,
     ) -> None:
         super().__init__(window)
         self._window = window
         self._settings = settings
         self._downloader = downloader
+        self.advisor = advisor
         window.model_manager_requested.connect(self._on_window_model_manager_requested)
         window.starter_requested.connect(self._on_window_starter_requested)
+        window.suggested_model_requested.connect(self._on_window_suggested_model_requested)
+        window.session.model_loaded.connect(self._on_session_model_loaded)
 
     def _library(self) -> Library:
         from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
@@ -121,7 +139,7 @@ class ModelsWiring(QObject):
             "where they are and never moves or deletes them."
         )
 
-    def open_manager(self, select_starter: bool = False) -> None:
+    def open_manager(self, select_starter: bool = False, select: str = "", note: str = "") -> None:
         from localchat.catalog.library import lmstudio_folders, pair_drafter
         from localchat.catalog.sizes import total_ram
         from localchat.ui.model_manager import ModelManagerDialog
@@ -151,7 +169,9 @@ class ModelsWiring(QObject):
             parent=self._window,
         )
         dialog.load_requested.connect(self._on_dialog_load_requested)
-        if select_starter:
+        if select:
+            dialog.select_entry(select, note)
+        elif select_starter:
             dialog.tabs.setCurrentIndex(1)
             dialog.catalog_table.selectRow(0)
         dialog.exec()
@@ -162,14 +182,37 @@ class ModelsWiring(QObject):
     def _on_window_starter_requested(self) -> None:
         library, catalog = self._library_and_catalog()
         starter = catalog.starter if catalog is not None else None
-        if starter is not None:
-            target = library.find_file(starter.default_quant.filename, starter.default_quant.repo)
-            drafter = starter.model_drafter
+        # What an earlier load measured on this computer chooses among the starter's family.
+        choice = self.advisor.saved_choice() if self.advisor is not None else None
+        entries = [choice.chosen.entry] if choice is not None else []
+        entries += [starter] if starter is not None else []
+        for entry in entries:
+            target = library.find_file(entry.default_quant.filename, entry.default_quant.repo)
+            drafter = entry.model_drafter
             draft = library.find_file(drafter.filename, drafter.repo) if drafter else None
             if target is not None:
                 self._window.load_model(str(target.path), str(draft.path) if draft else None)
                 return
-        self.open_manager(select_starter=True)
+        if choice is not None:
+            self.open_manager(select=choice.chosen.entry.id, note=choice.sentence)
+        else:
+            self.open_manager(select_starter=True)
+
+    def _on_session_model_loaded(self, info: EngineInfo) -> None:
+        if self.advisor is None:
+            return
+        try:
+            choice = self.advisor.observe(info)
+        except Exception:  # advice is an extra: it must never get in the way of a loaded model
+            log.exception("the starter advice failed")
+            return
+        if choice is not None:
+            entry = choice.chosen.entry
+            self._window.show_suggestion(choice.sentence, entry.id, entry.display_name)
+
+    def _on_window_suggested_model_requested(self, entry_id: str) -> None:
+        choice = self.advisor.saved_choice() if self.advisor is not None else None
+        self.open_manager(select=entry_id, note=choice.sentence if choice is not None else "")
 
     def _on_dialog_load_requested(self, target: str, draft: object) -> None:
         self._window.load_model(target, str(draft) if draft else None)
@@ -307,7 +350,11 @@ def build_main_window(
     window = MainWindow(session, settings, memory_probe=_memory_probe(client))
     session.setParent(window)
     downloads = _make_downloader(settings, window)
-    ModelsWiring(window, settings, downloads)
+    from localchat.services.starter_advisor import StarterAdvisor
+
+    measure_path = data / folders.machine_measure_path().name if data_dir is not None else None
+    advisor = StarterAdvisor(measure_path or folders.machine_measure_path(), _catalog_or_none)
+    models = ModelsWiring(window, settings, downloads, advisor)
     from localchat.services.hub_token_service import HubTokenService
 
     window.hub_token = HubTokenService(parent=window)
@@ -323,7 +370,7 @@ def build_main_window(
     if recovery is not None:
         window.show_history_recovered(recovery.headline, recovery.details)
     messages = list(settings.load_messages)
-    return AppParts(window, client, store, settings, messages, session, recovery, downloads, server)
+    return AppParts(window, client, store, settings, messages, session, recovery, downloads, server, models)
 
 
 def setup_logging(log_dir: Path | None = None) -> Path:

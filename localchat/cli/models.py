@@ -114,6 +114,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"  {'ID':<32} {'MODEL':<46} {'QUANT':<7} {'SIZE':>9}  {'FITS':<5}  DRAFTER")
     for entry in catalog.entries:
         print(_entry_line(entry, library, ram))
+    if not args.models_dir:  # what the app last measured on this computer (catalog/starter_choice.py)
+        from localchat.catalog import starter_choice
+        from localchat.settings import folders
+
+        measured = starter_choice.load(folders.machine_measure_path())
+        choice = starter_choice.choose(catalog, measured, ram) if measured is not None else None
+        if choice is not None:
+            print(f"  {choice.sentence} (`localchat pull {choice.chosen.entry.id}`)")
     models = library.models()
     print()
     print(f"Local models ({', '.join(str(d) for d in dirs)})")

@@ -43,6 +43,7 @@ from localchat.engine.types import (
     FinishReason,
     GenerationRequest,
     GenerationResult,
+    MeasuredCosts,
     ModelInfo,
     SpeculationConfig,
     SpeculationState,
@@ -139,6 +140,7 @@ class Engine:
             gpu_layers=self.target_model.gpu_layers,
             speculation=self.speculation_state(SpeculationConfig()),
             placement=self.placement,
+            measured=self._measured_costs(),
         )
         log.info(
             "loaded %s (%s, %d threads, ctx %d); drafter: %s",
@@ -223,6 +225,15 @@ class Engine:
         if pass_s is not None:
             md.decode_seconds = pass_s
         return profile
+
+    def _measured_costs(self) -> MeasuredCosts | None:
+        """The pair's calibrated costs on this machine, when the calibration or profile gave them."""
+        md = self.model_drafter
+        if md is None or not self.cost.calibrated:
+            return None
+        curve = tuple((size, avg) for size, (avg, _n) in sorted(self.cost.verify.points.items()))
+        gpus = sum(d.total for d in local_accelerators()) if self.backend != "CPU" else 0
+        return MeasuredCosts(curve, self.cost.draft_token_s.get(md.name), gpus or None)
 
     # -- speculation choice -------------------------------------------------------
     def _choose_drafter(self, spec: SpeculationConfig) -> tuple[DraftSource | None, SpeculationState]:

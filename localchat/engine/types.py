@@ -134,6 +134,17 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class MeasuredCosts:
+    """What the engine measured of the loaded pair on this computer (its calibration at load, or the
+    pair's saved profile): seconds of one verification pass by batch size, and of the drafter per
+    token. The app predicts other targets' speeds from it (catalog/starter_choice.py)."""
+
+    verify_s: tuple[tuple[int, float], ...]
+    draft_token_s: float | None
+    accelerator_bytes: int | None = None  # memory of the GPUs the target runs on (None: on the CPU)
+
+
+@dataclass(frozen=True)
 class EngineInfo:
     """What was loaded, on what, and the state of speculation."""
 
@@ -145,6 +156,7 @@ class EngineInfo:
     gpu_layers: int
     speculation: SpeculationState
     placement: str = "local"  # where the target runs: "local", "local + 2 workers", "1 worker"
+    measured: MeasuredCosts | None = None  # None until the pair's costs are known (see MeasuredCosts)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,11 @@ def log_dir() -> Path:
     return Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
 
 
+def machine_measure_path() -> Path:
+    """What the engine last measured of this computer, for the starter choice (catalog/starter_choice.py)."""
+    return data_dir() / "machine-measure.json"
+
+
 def models_dir() -> Path:
     """Where downloaded models go when the ``models_folder`` setting is empty."""
     return data_dir() / "models"

@@ -8,6 +8,7 @@ signals say.
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -51,7 +52,9 @@ log = logging.getLogger(__name__)
 DEFAULT_SIZE = QSize(1180, 760)
 
 STARTER_DESCRIPTION = (
-    "Qwen2.5-Coder 1.5B Instruct with its 0.5B drafter: about 1.6 GB, runs on most computers."
+    "Qwen2.5-Coder 1.5B Instruct with its 0.5B drafter: about 1.6 GB, runs on most computers. "
+    "When it loads, localchat measures this computer and suggests a bigger model of the same family "
+    "if one runs fast enough here."
 )
 
 
@@ -60,6 +63,7 @@ class MainWindow(QMainWindow):
 
     model_manager_requested = Signal()
     starter_requested = Signal()
+    suggested_model_requested = Signal(str)  # a catalog entry id the window suggested
 
     def __init__(
         self,
@@ -75,6 +79,7 @@ class MainWindow(QMainWindow):
         self.session = session
         self._settings = settings
         self._search = ""
+        self._suggested = ""  # the catalog entry the suggestion line offers
         self.history_dialog: QMessageBox | None = None
         self.hub_token: TokenKeeper | None = None  # the Settings dialog's Hugging Face tab, set by app.py
 
@@ -95,6 +100,15 @@ class MainWindow(QMainWindow):
         self.notice.setWordWrap(True)
         self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.notice.hide()
+        # A bigger starter model that suits this computer better (services.StarterAdvisor), with a link
+        # that opens the model manager on it; "Not now" hides it.
+        self.suggestion = QLabel("", self)
+        self.suggestion.setObjectName("suggestion")
+        self.suggestion.setWordWrap(True)
+        self.suggestion.setTextFormat(Qt.TextFormat.RichText)
+        self.suggestion.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.suggestion.setOpenExternalLinks(False)
+        self.suggestion.hide()
         self.welcome = WelcomePanel(STARTER_DESCRIPTION, self)
         self.status = SpeculationStatusBar(memory_probe, self)
         self.setStatusBar(self.status)
@@ -111,6 +125,7 @@ class MainWindow(QMainWindow):
         chat_layout.addWidget(self.system_prompt)
         chat_layout.addWidget(self.chat_view, 1)
         chat_layout.addWidget(self.notice)
+        chat_layout.addWidget(self.suggestion)
         chat_layout.addWidget(self.composer)
         chat_layout.addLayout(buttons)
         self.pages = QStackedWidget(self)
@@ -251,6 +266,7 @@ class MainWindow(QMainWindow):
         settings.save_failed.connect(self._on_settings_save_failed)
 
         self.welcome.starter_requested.connect(self.starter_requested)
+        self.suggestion.linkActivated.connect(self._on_suggestion_link_activated)
         self.welcome.catalog_requested.connect(self.model_manager_requested)
         self.welcome.import_requested.connect(self._on_open_model_action_triggered)
 
@@ -611,6 +627,21 @@ class MainWindow(QMainWindow):
 
     def _model_label(self) -> str:
         return self.session.target_name or "Assistant"
+
+    def show_suggestion(self, sentence: str, entry_id: str, name: str) -> None:
+        """Offer a model that suits this computer better: the sentence, "Get NAME" and "Not now"."""
+        self._suggested = entry_id
+        self.suggestion.setText(
+            f"{html.escape(sentence)} <a href=\"get\">Get {html.escape(name)}</a> · "
+            f"<a href=\"dismiss\">Not now</a>"
+        )
+        self.suggestion.setToolTip(sentence)
+        self.suggestion.show()
+
+    def _on_suggestion_link_activated(self, link: str) -> None:
+        self.suggestion.hide()
+        if link == "get" and self._suggested:
+            self.suggested_model_requested.emit(self._suggested)
 
     def show_notice(self, text: str) -> None:
         """One sentence under the chat (an error, or what just happened); empty hides it."""

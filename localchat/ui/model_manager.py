@@ -478,6 +478,20 @@ class ModelManagerDialog(QDialog):
         else:
             self.suggest_button.hide()
 
+    def select_entry(self, entry_id: str, note: str = "") -> bool:
+        """Show the catalog tab with ``entry_id``'s first row selected, and ``note`` under the table
+        (why it is suggested); False where the catalog has no such entry."""
+        self.tabs.setCurrentIndex(1)
+        for row in range(self.catalog_table.rowCount()):
+            item = self.catalog_table.item(row, 0)
+            if item is not None and item.data(Qt.ItemDataRole.UserRole) == entry_id:
+                self.catalog_table.selectRow(row)
+                self.catalog_table.scrollToItem(item)
+                if note and self._job is None:
+                    self.catalog_message.setText(note)
+                return True
+        return False
+
     def _selected(self, table: QTableWidget) -> object | None:
         row = table.currentRow()
         item = table.item(row, 0) if row >= 0 else None

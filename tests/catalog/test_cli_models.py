@@ -88,3 +88,22 @@ def test_the_users_other_model_folders_are_listed(
     out = capsys.readouterr().out
     assert f"Local models ({own}, {other})" in out
     assert any(smollm2_path.name in line for line in out.splitlines())
+
+
+def test_the_starter_for_this_computer_is_named_once_the_app_measured_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from localchat.catalog import starter_choice
+    from localchat.settings import folders
+
+    monkeypatch.setattr(models_cmd, "total_ram", lambda: 64 * 10**9)
+    monkeypatch.setattr(folders, "data_dir", lambda: tmp_path / "data")
+    monkeypatch.setattr(models_cmd, "extra_model_folders", lambda: [])
+    assert run(["models", "--no-hf-cache"]) == 0
+    assert "For this computer" not in capsys.readouterr().out  # nothing measured yet
+    gpu = starter_choice.MachineMeasure(1_117_320_768, {1: 0.006, 2: 0.0062, 4: 0.0065, 8: 0.007}, 0.003,
+                                        backend="CUDA", measured_on="Qwen2.5-Coder 1.5B Instruct")
+    starter_choice.save(folders.machine_measure_path(), gpu)
+    assert run(["models", "--no-hf-cache"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "For this computer" in ln)
+    assert "Qwen2.5-Coder 32B Instruct" in line and "`localchat pull qwen2.5-coder-32b-instruct`" in line

@@ -1,0 +1,84 @@
+"""The starter pair for this computer: kept from what the engine measured, and offered once.
+
+When a pair with the starter's drafter loads, the engine's measurement of it
+(``EngineInfo.measured``: its calibration at load or saved profile) is kept in
+the user's data folder, and ``catalog.starter_choice`` predicts from it which
+target of the starter's family suits this computer. Where that is a bigger
+target than the one loaded (a GPU, or a fast CPU, where the 1.5B starter is too
+cheap next to its drafter for speculation to pay), the window offers it, once
+per target in a run of the app. The welcome screen's "Get the starter models"
+selects the chosen entry in the model manager when a measurement is kept.
+
+Plain Python: the app wires it to the session's ``model_loaded`` signal.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+from localchat.catalog import starter_choice
+from localchat.catalog.drafters import Catalog
+from localchat.catalog.sizes import total_ram
+from localchat.catalog.starter_choice import MachineMeasure, StarterChoice
+from localchat.engine.types import EngineInfo
+
+log = logging.getLogger(__name__)
+
+
+def _base(path: str) -> str:
+    return PurePosixPath(path.replace("\\", "/")).name.lower()
+
+
+class StarterAdvisor:
+    def __init__(self, path: Path, catalog: Callable[[], Catalog | None],
+                 memory: Callable[[], int | None] = total_ram) -> None:
+        self.path = path
+        self._catalog = catalog
+        self._memory = memory
+        self._offered: set[str] = set()  # targets a bigger starter was already offered for
+
+    def observe(self, info: EngineInfo) -> StarterChoice | None:
+        """Keep ``info``'s measurement if it speaks for the starter's family; the choice to offer
+        when it is a bigger target than the one loaded (once per loaded target), else None."""
+        catalog = self._catalog()
+        if catalog is None or info.measured is None or info.draft is None:
+            return None
+        starter = catalog.starter
+        drafter = starter.model_drafter if starter is not None else None
+        if drafter is None or _base(info.draft.path) != _base(drafter.filename):
+            return None  # another drafter's cost says nothing about the starter pairs
+        found = catalog.find_target_file(info.target.path)
+        try:
+            measured = MachineMeasure(
+                target_bytes=info.target.size_bytes, verify_s=dict(info.measured.verify_s),
+                draft_token_s=info.measured.draft_token_s, drafter_file=_base(info.draft.path),
+                backend=info.backend,
+                measured_on=found[0].display_name if found is not None else Path(info.target.path).name,
+                accelerator_bytes=info.measured.accelerator_bytes,
+            )
+        except ValueError as exc:
+            log.info("not a usable measurement: %s", exc)
+            return None
+        starter_choice.save(self.path, measured)
+        choice = starter_choice.choose(catalog, measured, self._memory())
+        if choice is None:
+            return None
+        log.info("starter for this computer: %s", choice.sentence)
+        loaded = _base(info.target.path)
+        sizes = {_base(p.entry.default_quant.filename): p.entry.default_quant.size for p in choice.candidates}
+        if loaded not in sizes or loaded in self._offered:
+            return None  # not a starter pair: the user chose their model
+        if choice.chosen.entry.default_quant.size <= sizes[loaded]:
+            return None
+        self._offered.add(loaded)
+        return choice
+
+    def saved_choice(self) -> StarterChoice | None:
+        """The choice from the kept measurement; None before any was kept."""
+        catalog = self._catalog()
+        measured = starter_choice.load(self.path)
+        if catalog is None or measured is None:
+            return None
+        return starter_choice.choose(catalog, measured, self._memory())
