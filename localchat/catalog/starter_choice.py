@@ -115,7 +115,7 @@ class StarterChoice:
                 else "speculation pays only where the reply repeats the conversation")
         text = (f"For this computer: {name}, about {c.chat_tps:.0f} tokens/s expected ({spec}), "
                 f"measured with {self.measured_on}.")
-        bigger = [p for p in self.candidates if p.size > c.size and p.fit is not Fit.NO]
+        bigger = [p for p in self.candidates if p.size > c.size and p.fit in (Fit.YES, Fit.UNKNOWN)]
         if bigger:
             nxt = bigger[0]
             text += f" {nxt.entry.display_name} would write about {nxt.chat_tps:.0f} tokens/s here."
