@@ -58,10 +58,19 @@ SURE_EVIDENCE = 32  # tokens of that bin before its own calibration is believed
 CANNOT_PAY = 0.97
 
 
+# Below this best-case speed-up the draft model is not worth its passes for a new reply: the best case
+# assumes text as easy as the drafter's surest tokens, and where even that barely pays, ordinary text
+# (chat, stories) loses a few percent to the passes that find nothing worth drafting (measured: 1.06x
+# best case, 0.91x on chat; docs/BENCHMARKS.md). Lookup drafts a copy for free there instead.
+DRAFT_MODEL_MIN_BEST = 1.15
+
+
 def lookup_instead(best: float) -> str:
     """Why adaptive speculation drafts by lookup alone, in words (see Engine._choose_drafter)."""
-    return (f"On this computer the draft model costs more than it saves for this model "
-            f"({best:.2f}x at best), so drafts come from the conversation itself (n-gram lookup).")
+    why = ("costs more than it saves for this model" if best < 1.0
+           else "saves too little for this model outside the easiest text")
+    return (f"On this computer the draft model {why} ({best:.2f}x at best), so drafts come from the "
+            f"conversation itself (n-gram lookup).")
 
 
 class DraftPolicy(Protocol):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from localchat.catalog.gguf import read_metadata
 from localchat.engine.adaptive import (
-    CANNOT_PAY,
+    DRAFT_MODEL_MIN_BEST,
     AdaptivePolicy,
     CostModel,
     DraftPolicy,
@@ -257,7 +257,7 @@ class Engine:
             return self.ngram, SpeculationState(True, "n-gram", reason, spec.draft_tokens)
         if spec.adaptive:
             best = self._draft_model_best_case()
-            if best is not None and best < CANNOT_PAY:
+            if best is not None and best < DRAFT_MODEL_MIN_BEST:
                 return self.lookup, SpeculationState(True, "n-gram", lookup_instead(best), spec.draft_tokens)
         state = SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
         if self.combined is None:
@@ -268,8 +268,9 @@ class Engine:
         """The draft model's best-case speed-up on this machine's calibrated costs; None until known.
 
         Below ``CANNOT_PAY`` it cannot pay for this target whatever the text (a compute-bound
-        target on a CPU): adaptive speculation then drafts by lookup alone, which costs no drafter
-        pass and still pays where a reply copies its context (code edits, quoting).
+        target on a CPU), and below ``DRAFT_MODEL_MIN_BEST`` only on the easiest: adaptive speculation
+        then drafts by lookup alone, which costs no drafter pass and still pays where a reply copies
+        its context (code edits, quoting).
         """
         md = self.model_drafter
         if md is None or not self.cost.calibrated:

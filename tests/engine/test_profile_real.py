@@ -262,3 +262,24 @@ def test_the_engine_reports_the_costs_it_measured(smollm2_path: Path) -> None:
         assert eng.info.measured is None
     with Engine(EngineConfig(str(smollm2_path), n_ctx=512)) as eng:
         assert eng.info.measured is None  # no drafter, nothing to weigh it against
+
+
+def test_a_draft_model_that_pays_only_on_the_easiest_text_gives_way_to_lookup(smollm2_path: Path) -> None:
+    """Best case just above plain (1.07x here, like the Q4_K_M starter on a 2-vCPU Xeon): the draft
+    model's passes would cost chat and stories more than its rare long drafts save, so a new reply
+    drafts by lookup alone and says why in words."""
+    marginal = {1: 30.0, 2: 41.0, 4: 60.0, 8: 100.0, 16: 180.0}
+    cfg = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=512)
+    with_saved_curve(cfg, marginal)
+    with Engine(cfg) as eng:
+        md = eng.model_drafter
+        assert md is not None
+        best = eng.cost.best_case_gain(md.name)
+        assert best is not None and 1.0 < best < 1.15, best
+        assert eng.info.speculation.drafter == "n-gram"
+        assert "saves too little for this model outside the easiest text" in eng.info.speculation.reason
+        assert eng.profile is not None
+        path, key = eng.profile.path, eng.profile.key
+    profile.save(path, key, profile.machine_id(), measured(F16_CURVE))  # a draft model that pays is used
+    with Engine(cfg) as eng:
+        assert eng.info.speculation.drafter != "n-gram"
