@@ -66,7 +66,7 @@ def _catalog_or_none() -> Catalog | None:
 
     try:
         return load_catalog()
-    except Exception as exc:
+    except Exception as exc:  # a broken catalog must not keep local models from loading
         log.warning("catalog: %s", exc)
         return None
 
@@ -109,14 +109,7 @@ class ModelsWiring(QObject):
         return Library([folder], extra, read_only_dirs=others)
 
     def _library_and_catalog(self) -> tuple[Library, Any]:
-        from localchat.catalog.drafters import load_catalog
-
-        try:
-            catalog: Any = load_catalog()
-        except Exception as exc:  # a broken catalog must not keep local models from loading
-            log.warning("catalog: %s", exc)
-            catalog = None
-        return self._library(), catalog
+        return self._library(), _catalog_or_none()
 
     def add_folder(self, path: str) -> tuple[Library, str]:
         """Add ``path`` to the extra_model_folders setting; the new library and a sentence for the manager."""
@@ -352,8 +345,7 @@ def build_main_window(
     downloads = _make_downloader(settings, window)
     from localchat.services.starter_advisor import StarterAdvisor
 
-    measure_path = data / folders.machine_measure_path().name if data_dir is not None else None
-    advisor = StarterAdvisor(measure_path or folders.machine_measure_path(), _catalog_or_none)
+    advisor = StarterAdvisor(data / folders.machine_measure_path().name, _catalog_or_none)
     models = ModelsWiring(window, settings, downloads, advisor)
     from localchat.services.hub_token_service import HubTokenService
 

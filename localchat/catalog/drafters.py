@@ -157,12 +157,17 @@ class Catalog:
 
     def find_target_file(self, filename: str) -> tuple[CatalogEntry, QuantFile] | None:
         """The entry and quantization whose file is called ``filename`` (base name, case-insensitive)."""
-        name = PurePosixPath(filename.replace("\\", "/")).name.lower()
+        name = file_key(filename)
         for e in self.entries:
             for q in e.quants:
-                if PurePosixPath(q.filename).name.lower() == name:
+                if file_key(q.filename) == name:
                     return e, q
         return None
+
+
+def file_key(path: str) -> str:
+    """A model file's base name as the catalog matches it: case-insensitive, either path separator."""
+    return PurePosixPath(path.replace("\\", "/")).name.lower()
 
 
 def shipped_catalog_text() -> str:

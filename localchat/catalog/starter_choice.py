@@ -35,9 +35,9 @@ import os
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from localchat.catalog.drafters import Catalog, CatalogEntry
+from localchat.catalog.drafters import Catalog, CatalogEntry, file_key
 from localchat.catalog.sizes import Fit, fits_in_memory
 
 # A typical per-token acceptance rate of the Qwen2.5-Coder drafter for its family's targets (measured
@@ -96,6 +96,11 @@ class Prediction:
     draft_length: int  # the draft length that reaches it
 
     @property
+    def usable(self) -> bool:
+        """Fits in memory with room to spare (or the memory is not known)."""
+        return self.fit in (Fit.YES, Fit.UNKNOWN)
+
+    @property
     def chat_tps(self) -> float:
         """What a chat sees: adaptive speculation drafts where it pays and pauses where it loses."""
         return self.plain_tps * max(1.0, self.speedup)
@@ -115,15 +120,11 @@ class StarterChoice:
                 else "speculation pays only where the reply repeats the conversation")
         text = (f"For this computer: {name}, about {c.chat_tps:.0f} tokens/s expected ({spec}), "
                 f"measured with {self.measured_on}.")
-        bigger = [p for p in self.candidates if p.size > c.size and p.fit in (Fit.YES, Fit.UNKNOWN)]
+        bigger = [p for p in self.candidates if p.size > c.size and p.usable]
         if bigger:
             nxt = bigger[0]
             text += f" {nxt.entry.display_name} would write about {nxt.chat_tps:.0f} tokens/s here."
         return text
-
-
-def _base(filename: str) -> str:
-    return PurePosixPath(filename.replace("\\", "/")).name.lower()
 
 
 def candidates(catalog: Catalog) -> tuple[CatalogEntry, ...]:
@@ -131,9 +132,9 @@ def candidates(catalog: Catalog) -> tuple[CatalogEntry, ...]:
     starter = catalog.starter
     if starter is None or starter.model_drafter is None:
         return ()
-    drafter = _base(starter.model_drafter.filename)
+    drafter = file_key(starter.model_drafter.filename)
     found = [e for e in catalog.entries
-             if e.model_drafter is not None and _base(e.model_drafter.filename) == drafter and not e.gated]
+             if e.model_drafter is not None and file_key(e.model_drafter.filename) == drafter and not e.gated]
     return tuple(sorted(found, key=lambda e: e.default_quant.size))
 
 
@@ -163,7 +164,7 @@ def choose(catalog: Catalog, measured: MachineMeasure, total_ram: int | None) ->
     # On a GPU what must fit is the GPU's memory: a target spilling into RAM runs at the CPU's speed.
     memory = measured.accelerator_bytes if measured.accelerator_bytes else total_ram
     preds = tuple(predict(e, measured, memory) for e in entries)
-    usable = [p for p in preds if p.fit in (Fit.YES, Fit.UNKNOWN)]
+    usable = [p for p in preds if p.usable]
     fast = [p for p in usable if p.chat_tps >= COMFORTABLE_TPS]
     chosen = fast[-1] if fast else (usable[0] if usable else preds[0])
     return StarterChoice(chosen, preds, measured.measured_on or "the loaded model")

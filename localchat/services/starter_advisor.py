@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from localchat.catalog import starter_choice
-from localchat.catalog.drafters import Catalog
+from localchat.catalog.drafters import Catalog, file_key
 from localchat.catalog.sizes import total_ram
 from localchat.catalog.starter_choice import MachineMeasure, StarterChoice
 from localchat.engine.types import EngineInfo
 
 log = logging.getLogger(__name__)
-
-
-def _base(path: str) -> str:
-    return PurePosixPath(path.replace("\\", "/")).name.lower()
 
 
 class StarterAdvisor:
@@ -37,7 +33,7 @@ class StarterAdvisor:
         self.path = path
         self._catalog = catalog
         self._memory = memory
-        self._offered: set[str] = set()  # targets a bigger starter was already offered for
+        self._offered: set[str] = set()  # catalog entries a bigger starter was already offered for
 
     def observe(self, info: EngineInfo) -> StarterChoice | None:
         """Keep ``info``'s measurement if it speaks for the starter's family; the choice to offer
@@ -47,13 +43,13 @@ class StarterAdvisor:
             return None
         starter = catalog.starter
         drafter = starter.model_drafter if starter is not None else None
-        if drafter is None or _base(info.draft.path) != _base(drafter.filename):
+        if drafter is None or file_key(info.draft.path) != file_key(drafter.filename):
             return None  # another drafter's cost says nothing about the starter pairs
         found = catalog.find_target_file(info.target.path)
         try:
             measured = MachineMeasure(
                 target_bytes=info.target.size_bytes, verify_s=dict(info.measured.verify_s),
-                draft_token_s=info.measured.draft_token_s, drafter_file=_base(info.draft.path),
+                draft_token_s=info.measured.draft_token_s, drafter_file=file_key(info.draft.path),
                 backend=info.backend,
                 measured_on=found[0].display_name if found is not None else Path(info.target.path).name,
                 accelerator_bytes=info.measured.accelerator_bytes,
@@ -66,13 +62,12 @@ class StarterAdvisor:
         if choice is None:
             return None
         log.info("starter for this computer: %s", choice.sentence)
-        loaded = _base(info.target.path)
-        sizes = {_base(p.entry.default_quant.filename): p.entry.default_quant.size for p in choice.candidates}
-        if loaded not in sizes or loaded in self._offered:
-            return None  # not a starter pair: the user chose their model
-        if choice.chosen.entry.default_quant.size <= sizes[loaded]:
+        loaded = found[0] if found is not None else None
+        if loaded is None or loaded not in {p.entry for p in choice.candidates} or loaded.id in self._offered:
+            return None  # not a starter pair (the user chose their model), or offered already
+        if choice.chosen.entry.default_quant.size <= loaded.default_quant.size:
             return None
-        self._offered.add(loaded)
+        self._offered.add(loaded.id)
         return choice
 
     def saved_choice(self) -> StarterChoice | None:
