@@ -8,6 +8,9 @@ import sys
 from localchat.engine.types import EngineConfig, SpeculationConfig
 from localchat.settings.options import DRAFT_TOKENS_DEFAULT, DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 
+EXACT_HELP = ("identical text with and without speculation also for quantized models on a CPU (keeps the "
+              "weights' stored layout: plain decoding is slower)")
+
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="target GGUF file")
@@ -28,6 +31,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                    help="spread the target over these `localchat worker`s (the drafter stays here)")
     p.add_argument("--tensor-split", default="", metavar="LOCAL,W1[,W2...]",
                    help="shares of the target: this computer, then each worker (default: free memory)")
+    p.add_argument("--exact", action="store_true", help=EXACT_HELP)
 
 
 def worker_options(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[float, ...]]:
@@ -57,6 +61,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         gpu_layers=args.gpu_layers,
         rpc_servers=workers,
         tensor_split=split,
+        exact=getattr(args, "exact", False),
     )
 
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from localchat.cli.common import fail, worker_options
+from localchat.cli.common import EXACT_HELP, fail, worker_options
 
 DEFAULT_PORT = 11435
 
@@ -45,6 +45,7 @@ def register(sub: Any) -> None:
                    help="spread the target over these `localchat worker`s (the drafter stays here)")
     p.add_argument("--tensor-split", default="", metavar="LOCAL,W1[,W2...]",
                    help="shares of the target: this computer, then each worker (default: free memory)")
+    p.add_argument("--exact", action="store_true", help=EXACT_HELP)
     p.add_argument("--max-tokens", type=int, default=None,
                    help="most tokens one reply may ask for (default: the context length)")
     p.add_argument("--queue-size", type=int, default=16,
@@ -118,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(str(exc))
     config = EngineConfig(target_path=target, draft_path=draft, n_ctx=args.ctx, n_threads=args.threads,
-                          gpu_layers=args.gpu_layers, rpc_servers=workers, tensor_split=split)
+                          gpu_layers=args.gpu_layers, rpc_servers=workers, tensor_split=split,
+                          exact=args.exact)
     broker = EngineBroker(config, max_queue=args.queue_size)
     settings = ServerSettings(
         model_id=args.name or model_id, host=args.host, api_key=args.api_key,

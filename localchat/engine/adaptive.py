@@ -89,6 +89,12 @@ class DraftPolicy(Protocol):
         """How far the next draft goes, token by token; None: the drafter's own ``p_min``."""
         ...
 
+    def observe_declined(self, source: str, confidence: float, hit: float) -> None:
+        """A token the stop rule declined, judged by the verification pass anyway (see
+        draft_sources.Declined): ``hit`` 1 if the target agreed, 0 if not (or the chance that
+        speculative sampling would have accepted it)."""
+        ...
+
     @property
     def paused(self) -> bool: ...
 
@@ -116,6 +122,9 @@ class FixedPolicy:
 
     def stop_rule(self) -> StopRule | None:
         return None
+
+    def observe_declined(self, source: str, confidence: float, hit: float) -> None:
+        pass
 
     @property
     def paused(self) -> bool:
@@ -294,13 +303,18 @@ class Calibration:
     def observe(self, confidence: Sequence[float], accepted: int) -> None:
         """Tokens before ``accepted`` were accepted, the one at ``accepted`` rejected; later ones unseen."""
         for i, conf in enumerate(confidence[: accepted + 1]):
-            b = self._bin(conf)
-            if self._seen[b] >= self.max_count:
-                keep = (self.max_count - 1) / self._seen[b]
-                self._hits[b] *= keep
-                self._seen[b] *= keep
-            self._seen[b] += 1.0
-            self._hits[b] += 1.0 if i < accepted else 0.0
+            self.observe_one(conf, 1.0 if i < accepted else 0.0)
+
+    def observe_one(self, conf: float, hit: float) -> None:
+        """One token of confidence ``conf`` judged: ``hit`` 1 accepted, 0 rejected (or the chance
+        that speculative sampling would have accepted it)."""
+        b = self._bin(conf)
+        if self._seen[b] >= self.max_count:
+            keep = (self.max_count - 1) / self._seen[b]
+            self._hits[b] *= keep
+            self._seen[b] *= keep
+        self._seen[b] += 1.0
+        self._hits[b] += hit
 
 
 class StopRule:
@@ -640,6 +654,11 @@ class AdaptivePolicy:
         if self.confident and source == self.source:
             self._judge_look(accepted, draft_s + verify_s)
         self._update(accepted + 1, draft_s + verify_s)
+
+    def observe_declined(self, source: str, confidence: float, hit: float) -> None:
+        if self.confident and source == self.source:
+            self.cost.calibration_for(source).observe_one(confidence, hit)
+            self._calibration.observe_one(confidence, hit)
 
     def _judge_look(self, accepted: int, seconds: float) -> None:
         """After a step that paid for a drafter pass: did looking pay? Where the recent looks lost

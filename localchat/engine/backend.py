@@ -158,8 +158,11 @@ class Model:
         gpu_layers: int = -1,
         vocab_only: bool = False,
         placement: Placement | None = None,
+        repack: bool = True,
     ) -> None:
-        """``placement`` None: llama.cpp's choice (every local accelerator); else exactly those devices."""
+        """``placement`` None: llama.cpp's choice (every local accelerator); else exactly those devices.
+        ``repack`` False keeps CPU weights as stored (no faster layout whose batched passes round
+        differently from single-token ones; see EngineConfig.exact)."""
         init_backend()
         check_gguf_file(path)
         lc = _llama()
@@ -183,6 +186,7 @@ class Model:
         else:
             params.n_gpu_layers = gpu_layers
         params.vocab_only = vocab_only
+        params.use_extra_bufts = repack
         self.gpu_layers = int(params.n_gpu_layers)
         _recent_log.clear()
         handle = lc.llama_model_load_from_file(os.fsencode(path), params)  # the name as the OS has it

@@ -30,6 +30,23 @@ from localchat.engine.types import SamplingParams
 from localchat.settings.options import DRAFT_TOKENS_MAX
 
 
+@dataclass(frozen=True)
+class Declined:
+    """The token a stop rule declined to draft, right after the kept ones.
+
+    Verification computes the target's choice at its position anyway (the token after the kept
+    ones, or the first of the step), so whether it would have been accepted is known for free
+    whenever every kept token was. Without it a confidence bin whose tokens are never drafted
+    would never learn that they are accepted more often than the drafter's confidence says.
+    """
+
+    source: str
+    position: int  # = the number of kept tokens
+    token: int
+    confidence: float
+    q: float  # the drafter's probability of ``token`` (speculative sampling's q)
+
+
 @dataclass
 class Draft:
     tokens: list[int] = field(default_factory=list)
@@ -41,6 +58,7 @@ class Draft:
     catch_up_seconds: float = 0.0
     # The draft model's top probability for each drafted token (its confidence).
     confidence: list[float] = field(default_factory=list)
+    declined: Declined | None = None
 
 
 class StopRule(Protocol):
@@ -215,17 +233,20 @@ class ModelDrafter:
         confs: list[float] = []
         dists: list[sampling.Dist] | None = None if params.greedy else []
         history = list(tokens)
+        declined: Declined | None = None
         for i in range(n):
             logits = ctx.logits(0)
             if params.greedy:
                 tok = sampling.greedy_token(logits, history, params)
-                conf = sampling.top_probability(logits)
+                conf = q_tok = sampling.top_probability(logits)
             else:
                 q = sampling.distribution(logits, history, params)
                 tok = q.sample(rng)
-                conf = q.top()[1]
+                conf, q_tok = q.top()[1], q.prob(tok)
             keep = stop.take(i, conf) if stop is not None else (conf >= self.p_min or i == 0)
             if not keep:
+                if stop is not None:
+                    declined = Declined(self.name, i, tok, conf, q_tok)
                 break
             if dists is not None:
                 dists.append(q)
@@ -238,7 +259,7 @@ class ModelDrafter:
             if stop is not None and not stop.look_further(i, self.decode_seconds or float("inf")):
                 break
             self._decode_one(tok)
-        return Draft(out, dists, self.name, catch_up, confs)
+        return Draft(out, dists, self.name, catch_up, confs, declined)
 
     def close(self) -> None:
         self.ctx.close()
@@ -394,6 +415,7 @@ class CombinedDrafter:
             lookup = self._lookup(tokens, start, params, rng)
             if lookup is not None:
                 lookup.catch_up_seconds = draft.catch_up_seconds
+                lookup.declined = draft.declined  # at position 0: judged whatever the lookup draft
                 return lookup
         return draft
 

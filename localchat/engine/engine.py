@@ -104,7 +104,8 @@ class Engine:
         threads = config.n_threads or physical_cores()
         target_placement, self._draft_placement = _placements(config)
         self.placement = target_placement.description if target_placement else "local"
-        self.target_model = Model(Path(config.target_path), config.gpu_layers, placement=target_placement)
+        self.target_model = Model(Path(config.target_path), config.gpu_layers, placement=target_placement,
+                                  repack=not config.exact)
         try:
             n_ctx = config.n_ctx
             if self.target_model.n_ctx_train > 0:
@@ -156,7 +157,8 @@ class Engine:
             )
             return
         try:
-            draft = Model(path, self.config.gpu_layers, placement=self._draft_placement)
+            draft = Model(path, self.config.gpu_layers, placement=self._draft_placement,
+                          repack=not self.config.exact)
         except ModelLoadError as exc:
             self.draft_problem = f"The draft model could not be loaded: {exc}"
             return
@@ -215,7 +217,8 @@ class Engine:
             return None
         try:
             profile = profile_for(self.target_model.path, Path(cfg.draft_path), self.backend, threads,
-                                  self.target_model.gpu_layers, self.placement, md.name, cfg.use_profile)
+                                  self.target_model.gpu_layers, self.placement, md.name, cfg.use_profile,
+                                  exact=cfg.exact)
             cpu = threads if self.backend == "CPU" and not cfg.rpc_servers else None
             pass_s = profile.start(self.cost, self.target, md.ctx, cfg.calibrate, cpu)
         except Exception:  # measuring is an optimisation: the engine works without it

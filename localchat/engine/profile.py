@@ -126,6 +126,7 @@ class ProfileKey:
     gpu_layers: int
     placement: str
     llama: str  # llama.cpp's version and build features
+    exact: bool = False  # weights kept as stored (EngineConfig.exact): other kernels, other costs
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -441,9 +442,9 @@ def describe(cost: CostModel, source: str) -> str:
 
 def profile_for(
     target_path: Path, draft_path: Path, backend: str, threads: int, gpu_layers: int, placement: str,
-    source: str, use_saved: bool, directory: Path | None = None,
+    source: str, use_saved: bool, directory: Path | None = None, exact: bool = False,
 ) -> PairProfile:
     """The profile of this pair (fingerprinting both files: a few ms)."""
     key = ProfileKey(file_fingerprint(target_path), file_fingerprint(draft_path), backend, threads,
-                     gpu_layers, placement, f"{llama_version()} {system_info().strip()}")
+                     gpu_layers, placement, f"{llama_version()} {system_info().strip()}", exact)
     return PairProfile(directory or profiles_dir(), key, machine_id(), source, use_saved)

@@ -88,17 +88,24 @@ class DecodeLoop:
         accepted = 0
         final = -1
         choices: list[int] = []
+        declined = draft.declined
         for i in range(len(d) + 1):
             hist = self._history(committed, d, i)
             if self.params.greedy:
                 tok = sampling.greedy_token(self.target.logits(i), hist, self.params)
                 choices.append(tok)
+                if declined is not None and declined.position == i:
+                    self.policy.observe_declined(declined.source, declined.confidence,
+                                                 1.0 if tok == declined.token else 0.0)
                 if i < len(d) and tok == d[i]:
                     accepted += 1
                     continue
                 final = tok
                 break
             p = sampling.distribution(self.target.logits(i), hist, self.params)
+            if declined is not None and declined.position == i and declined.q > 0:
+                self.policy.observe_declined(declined.source, declined.confidence,
+                                             min(1.0, p.prob(declined.token) / declined.q))
             if i == len(d):
                 final = p.sample(self.rng)
                 break

@@ -185,3 +185,8 @@ class EngineConfig:
     # Without a profile, time verification and drafter passes at load (about six target passes),
     # so the first reply drafts the right length; False: learn it while generating.
     calibrate: bool = True
+    # Identical text under speculation, also for quantized weights on a CPU: llama.cpp rearranges
+    # those weights for faster kernels (its "extra buffers"), whose passes over one token and over
+    # several round differently, so at a near-tie speculation can pick the other word. True keeps
+    # the weights as stored: one kernel for every pass, slower (docs/BENCHMARKS.md, "Identical text").
+    exact: bool = False

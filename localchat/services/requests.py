@@ -70,4 +70,5 @@ def build_engine_config(
         state_memory_bytes=settings.kv_cache_memory_mb * 10**6,
         state_folder=str(folders.kv_state_dir()) if settings.kv_cache_disk_mb else "",
         state_disk_bytes=settings.kv_cache_disk_mb * 10**6,
+        exact=settings.exact_speculation,
     )

@@ -132,8 +132,8 @@ OPTIONS: tuple[Option, ...] = (
         bool,
         True,
         "Speculative decoding",
-        "Let a small drafter propose tokens that the model checks in one pass; "
-        "the reply is the same, usually faster.",
+        "Let a small drafter propose tokens that the model checks in one pass: usually faster, and "
+        "the reply keeps the model's own choice of words.",
         SPECULATION,
     ),
     Option(
@@ -184,6 +184,19 @@ OPTIONS: tuple[Option, ...] = (
         "Draft each token only while it is likely enough to be accepted to pay for its cost "
         "(measured on this computer), and pause speculation while it is slower than plain decoding.",
         SPECULATION,
+    ),
+    Option(
+        "exact_speculation",
+        bool,
+        False,
+        "Identical text with quantized models",
+        "On many processors llama.cpp rearranges a quantized model's weights for speed; a pass over "
+        "several tokens then rounds differently from a pass over one, and where two words are almost "
+        "equally likely a reply with speculation can take the other. This keeps the weights as "
+        "stored: replies are identical with and without speculation, and every reply is slower "
+        "(about a fifth with a Q4_K_M model on a CPU). Takes effect when a model is next loaded.",
+        SPECULATION,
+        needs_restart=True,
     ),
     # Sampling
     Option(

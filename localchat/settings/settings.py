@@ -74,6 +74,10 @@ class OptionReader:
     def adaptive(self) -> bool:
         return self.get_bool("adaptive")
 
+    @property
+    def exact_speculation(self) -> bool:
+        return self.get_bool("exact_speculation")
+
     # Sampling
     @property
     def temperature(self) -> float:

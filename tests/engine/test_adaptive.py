@@ -144,6 +144,31 @@ def test_calibration_counts_tokens_up_to_the_first_rejection_only() -> None:
     assert cal.q(0.12) == pytest.approx(0.12)
 
 
+def test_declined_tokens_teach_the_bins_that_are_never_drafted() -> None:
+    """An underconfident drafter: its 0.3-sure tokens are right 70% of the time. Drafting them never
+    starts while the bin believes 0.3; the tokens the rule declined, judged by verification anyway,
+    move the pair's and the conversation's calibration, and then they are drafted."""
+    cost = CostModel()
+    for batch, seconds in ((1, 0.100), (2, 0.140), (3, 0.150), (4, 0.160)):
+        for _ in range(3):
+            cost.observe_verify(batch, seconds)
+    cost.observe_draft("draft", 1, 0.02)
+    cost.calibrated = True
+    p = AdaptivePolicy(cost, source="draft", **NEVER_PAUSE)
+    p.observe(0, 0, 0.0, 0.1, "")  # plain speed measured
+    rule = p.stop_rule()
+    assert rule is not None and not rule.take(0, 0.3)
+    rng = random.Random(3)
+    for _ in range(40):
+        p.observe_declined("draft", 0.3, 1.0 if rng.random() < 0.7 else 0.0)
+    p.observe_declined("n-gram", 0.3, 0.0)  # another source's verdicts are not this drafter's
+    assert cost.calibration_for("draft").q(0.3) > 0.55 and p._calibration.q(0.3) > 0.55
+    assert cost.calibration_for("n-gram").seen(0.3) == 0
+    rule = p.stop_rule()
+    assert rule is not None and rule.take(0, 0.3)
+    FixedPolicy(4).observe_declined("draft", 0.3, 1.0)  # fixed lengths learn nothing
+
+
 def test_stop_rule_weighs_expected_tokens_against_their_cost() -> None:
     cost = CostModel()
     for _ in range(3):

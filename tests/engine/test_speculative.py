@@ -444,3 +444,69 @@ def test_drafter_catch_up_after_a_stretch_is_timed_apart(smollm2_f16_path: Path,
         assert md.ctx.tokens[: len(tokens)] == tokens
         in_step = md.propose([*tokens, *behind.tokens[:1], 13], 3, params, rng)  # two new tokens
         assert in_step.catch_up_seconds == 0
+
+
+class DeclineAt(CountingRule):
+    """Keeps the first ``keep`` tokens and always looks at the next: the one after them is declined."""
+
+    def look_further(self, position: int, decode_seconds: float) -> bool:
+        return True
+
+
+class DecliningPolicy:
+    """Drafts up to 8 tokens, keeps the first ``keep`` of each draft, and records what verification
+    says of the token the rule declined (see draft_sources.Declined)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.declined: list[tuple[str, float, float]] = []
+        self.steps: list[tuple[int, int, str]] = []  # (drafted, accepted, source)
+
+    def draft_length(self) -> int:
+        return 8
+
+    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
+                confidence: Sequence[float] = ()) -> None:
+        self.steps.append((drafted, accepted, source))
+
+    def stop_rule(self) -> DeclineAt:
+        return DeclineAt(self.keep)
+
+    def observe_declined(self, source: str, confidence: float, hit: float) -> None:
+        self.declined.append((source, confidence, hit))
+
+    paused = False
+    reason = ""
+    paused_speedup = None
+
+
+@pytest.mark.parametrize("keep", [0, 2])
+def test_verification_judges_the_token_the_stop_rule_declined(
+    smollm2_f16_path: Path, smollm2_path: Path, keep: int
+) -> None:
+    """The target's choice at the declined token's position is computed anyway: with the target as
+    its own drafter every declined token is one it agrees with; with the Q4_1 drafter some are not.
+    Each is judged once, and only where every kept token before it was accepted."""
+    from localchat.engine.speculative import DecodeLoop
+    from localchat.engine.stats import StatsRecorder
+
+    judged: dict[str, list[float]] = {}
+    for name, drafter_path in (("self", smollm2_f16_path), ("q4", smollm2_path)):
+        cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(drafter_path), n_ctx=512,
+                           use_profile=False, calibrate=False)
+        with Engine(cfg) as eng:
+            assert eng.model_drafter is not None
+            policy = DecliningPolicy(keep)
+            prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
+                                               add_special=True)
+            loop = DecodeLoop(eng.target, eng.model_drafter, policy, SamplingParams(temperature=0.0),
+                              StatsRecorder(), lambda: False, 48)
+            for _ in loop.run(prompt):
+                pass
+            whole = sum(1 for drafted, accepted, src in policy.steps if src and accepted == drafted == keep)
+            assert len(policy.declined) == whole > 0
+            name_ok = eng.model_drafter.name
+            assert all(src == name_ok and 0.0 < conf <= 1.0 for src, conf, _ in policy.declined)
+            judged[name] = [hit for _, _, hit in policy.declined]
+    assert set(judged["self"]) == {1.0}
+    assert 0.0 in judged["q4"]
