@@ -56,6 +56,8 @@ from localchat.host.worker import DEFAULT_ENGINE
 log = logging.getLogger(__name__)
 
 POLL_S = 0.02  # how often the broker thread looks at cancel flags while a job runs
+BROKER_STOPPED = ("The engine's manager stopped on an internal error (the log has the details); "
+                  "restart localchat.")
 EXIT_CODE_WAIT_S = 1.0
 
 
@@ -307,6 +309,8 @@ class EngineBroker:
         with self._cond:
             if self._closing:
                 raise BrokerError("The engine is shutting down.")
+            if self._thread is not None and not self._thread.is_alive():
+                raise BrokerError(self._load_error or BROKER_STOPPED)
             waiting = sum(len(q) for q in self._queues.values())
             if waiting >= self.max_queue:
                 raise QueueFull(waiting, self._retry_after(waiting))
@@ -379,6 +383,7 @@ class EngineBroker:
         return None
 
     def _run(self) -> None:
+        job: JobHandle | None = None
         try:
             while True:
                 with self._cond:
@@ -403,12 +408,29 @@ class EngineBroker:
                     with self._cond:
                         self._running = None
                         self._cond.notify_all()
+                job = None
         except Exception:
             log.exception("the engine broker stopped unexpectedly")
-            with self._cond:
-                self._state = BrokerState.FAILED
-                self._load_error = "The engine broker stopped unexpectedly; restart the server."
-                self._cond.notify_all()
+            self._stopped_unexpectedly(job)
+
+    def _stopped_unexpectedly(self, running: JobHandle | None) -> None:
+        """The broker thread is ending on a fault: say so to everyone who waits on it (a load, the
+        running job, the queued ones, the listener), instead of leaving them waiting for ever."""
+        message = BROKER_STOPPED
+        with self._cond:
+            self._state = BrokerState.FAILED
+            self._load_error = message
+            self._info = None
+            waiting = [job for q in self._queues.values() for job in q]
+            if running is not None:
+                waiting.insert(0, running)
+            for job in waiting:
+                if not job.done:
+                    job._put(JobFailed(message))
+            self._queues.clear()
+            self._order.clear()
+            self._cond.notify_all()
+        self._tell(LoadError(message))
 
     def _idle_death(self) -> bool:
         """An engine that ended while idle (killed, out of memory): say so now, not at the next job."""

@@ -24,6 +24,7 @@ from localchat.host.scheduler import (
     JobHandle,
     JobProgress,
     LoadDone,
+    LoadError,
     LoadStarted,
     QueueFull,
 )
@@ -148,5 +149,49 @@ def test_a_hung_engine_is_killed_after_the_cancel_time_out(events: list[BrokerEv
         assert isinstance(failed, JobFailed) and failed.hung and failed.engine_died
         died = _wait_for(events, EngineDied)
         assert isinstance(died, EngineDied) and died.hung
+    finally:
+        broker.close()
+
+
+def test_a_broker_thread_that_fails_tells_everyone_waiting(events: list[BrokerEvent]) -> None:
+    """A fault in the broker thread itself (seen once: a reply the parent could not unpickle) ends
+    the thread. The load waiting on it, the running job, the queued ones and the window hear a
+    sentence at once, and later requests are refused, instead of waiting for a load timeout."""
+    broker = EngineBroker(CONFIG, engine_factory=FAKE, listener=events.append)
+
+    def broken(job: JobHandle) -> None:
+        raise RuntimeError("a reply that cannot be read")
+
+    broker._run_job_on_engine = broken  # type: ignore[method-assign]
+    broker.start()
+    try:
+        broker.wait_ready(20)
+        first = broker.submit(GenerationRequest(prompt="hello", max_tokens=3), source="window")
+        failed = _last(first, 5)
+        assert isinstance(failed, JobFailed) and "restart localchat" in failed.message
+        told = _wait_for(events, LoadError, 5)
+        assert isinstance(told, LoadError) and told.message == failed.message
+        assert broker.state is BrokerState.FAILED
+        with pytest.raises(BrokerError, match="internal error"):
+            broker.wait_ready(1)
+        with pytest.raises(BrokerError, match="internal error"):
+            broker.submit(GenerationRequest(prompt="again", max_tokens=3), source="api:x")
+    finally:
+        broker.close()
+
+
+def test_a_broker_thread_that_fails_while_loading_ends_the_wait_at_once() -> None:
+    broker = EngineBroker(CONFIG, engine_factory=FAKE)
+
+    def broken() -> None:
+        raise RuntimeError("cannot start")
+
+    broker._ensure_engine = broken  # type: ignore[method-assign]
+    broker.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(BrokerError, match="internal error"):
+            broker.wait_ready(30)
+        assert time.monotonic() - started < 5
     finally:
         broker.close()
