@@ -50,10 +50,12 @@ import psutil
 from localchat.engine import sampling
 from localchat.engine.adaptive import Calibration, CostModel
 from localchat.engine.backend import Context, llama_version, system_info
+from localchat.engine.draft_sources import NgramDrafter
 from localchat.engine.types import SamplingParams
 from localchat.settings.folders import profiles_dir
 
 log = logging.getLogger("localchat.engine.profile")
+LOOKUP = NgramDrafter.name  # the source name of lookup drafts (alone, under adaptive speculation)
 
 FORMAT = 1  # bump when the meaning of a field changes: older profiles are then ignored
 FINGERPRINT_SPAN = 1 << 20  # bytes hashed at each end of a model file
@@ -145,15 +147,21 @@ class Measured:
     draft_pass_s: float | None = None
     hits: list[float] = field(default_factory=list)  # the drafter's calibration, per confidence bin
     seen: list[float] = field(default_factory=list)
+    # Lookup's own calibration (by the match's length), where adaptive speculation drafted by lookup
+    # alone: which matches the target accepts on this pair is as much the pair's as the drafter's.
+    lookup_hits: list[float] = field(default_factory=list)
+    lookup_seen: list[float] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "verify_s": {str(b): [round(t, 6), n] for b, (t, n) in sorted(self.verify.items())},
             "draft_token_s": self.draft_token_s,
             "draft_pass_s": self.draft_pass_s,
-            "calibration": {"accepted": [round(h, 3) for h in self.hits],
-                            "judged": [round(n, 3) for n in self.seen]},
+            "calibration": _bins_json(self.hits, self.seen),
         }
+        if any(self.lookup_seen):
+            out["lookup_calibration"] = _bins_json(self.lookup_hits, self.lookup_seen)
+        return out
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Measured:
@@ -175,12 +183,22 @@ class Measured:
                 raise ValueError(f"a drafter time of {v} s")
             return x
 
-        cal = obj["calibration"]
-        hits = [float(x) for x in cal["accepted"]]
-        seen = [float(x) for x in cal["judged"]]
-        if any(not math.isfinite(x) for x in hits + seen):
-            raise ValueError("calibration values that are not numbers")
-        return cls(verify, positive(obj["draft_token_s"]), positive(obj["draft_pass_s"]), hits, seen)
+        hits, seen = _bins_from(obj["calibration"])
+        lookup_hits, lookup_seen = _bins_from(obj.get("lookup_calibration", {"accepted": [], "judged": []}))
+        return cls(verify, positive(obj["draft_token_s"]), positive(obj["draft_pass_s"]), hits, seen,
+                   lookup_hits, lookup_seen)
+
+
+def _bins_json(hits: list[float], seen: list[float]) -> dict[str, list[float]]:
+    return {"accepted": [round(h, 3) for h in hits], "judged": [round(n, 3) for n in seen]}
+
+
+def _bins_from(cal: Mapping[str, Any]) -> tuple[list[float], list[float]]:
+    hits = [float(x) for x in cal["accepted"]]
+    seen = [float(x) for x in cal["judged"]]
+    if any(not math.isfinite(x) for x in hits + seen):
+        raise ValueError("calibration values that are not numbers")
+    return hits, seen
 
 
 def measured_enough(cost: CostModel, source: str) -> bool:
@@ -191,7 +209,10 @@ def measured_enough(cost: CostModel, source: str) -> bool:
 
 def measured_from(cost: CostModel, source: str, draft_pass_s: float | None) -> Measured:
     hits, seen = cost.calibration_for(source).state()
-    return Measured(dict(cost.verify.points), cost.draft_token_s.get(source), draft_pass_s, hits, seen)
+    lookup = cost.calibration.get(LOOKUP)
+    lookup_hits, lookup_seen = lookup.state() if lookup is not None else ([], [])
+    return Measured(dict(cost.verify.points), cost.draft_token_s.get(source), draft_pass_s, hits, seen,
+                    lookup_hits, lookup_seen)
 
 
 def apply(measured: Measured, cost: CostModel, source: str) -> None:
@@ -199,7 +220,13 @@ def apply(measured: Measured, cost: CostModel, source: str) -> None:
     not fit it)."""
     calibration = Calibration()
     calibration.restore(measured.hits, measured.seen)
+    lookup: Calibration | None = None
+    if any(measured.lookup_seen):
+        lookup = Calibration()
+        lookup.restore(measured.lookup_hits, measured.lookup_seen)
     cost.calibration[source] = calibration
+    if lookup is not None:
+        cost.calibration[LOOKUP] = lookup
     for size, (seconds, passes) in measured.verify.items():
         cost.verify.seed(size, seconds, passes)
     if measured.draft_token_s is not None:

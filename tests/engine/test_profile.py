@@ -118,3 +118,28 @@ def test_a_process_that_was_not_calibrated_keeps_what_it_measured_if_it_is_enoug
             cost.observe_verify(size, 0.05 + 0.01 * size)
     cost.observe_draft("drafter", 4, 0.06)
     assert profile.measured_enough(cost, "drafter")
+
+
+def test_lookups_calibration_is_kept_with_the_pair(tmp_path: Path) -> None:
+    """Where adaptive speculation drafted by lookup alone, what the target accepted of each match
+    length is kept too, so the next process does not draft short matches the pair rejects."""
+    cost = CostModel()
+    profile.apply(measured(), cost, "drafter")
+    lookup = cost.calibration_for(profile.LOOKUP)
+    for _ in range(30):
+        lookup.observe([0.575], 0)  # three-token matches: rejected
+        lookup.observe([0.95, 0.95], 2)  # eight-token matches: accepted
+    path = tmp_path / KEY.file_name()
+    profile.save(path, KEY, MACHINE, profile.measured_from(cost, "drafter", 0.0155))
+    assert "lookup_calibration" in json.loads(path.read_text())["measured"]
+    back = profile.load(path, KEY, MACHINE)
+    assert back is not None
+    fresh = CostModel()
+    profile.apply(back, fresh, "drafter")
+    assert fresh.calibration_for(profile.LOOKUP).q(0.575) < 0.1
+    assert fresh.calibration_for(profile.LOOKUP).q(0.95) > 0.95
+    # A profile without lookup's evidence (an earlier version's, or a pair that never drafted by
+    # lookup alone) leaves lookup at its priors.
+    plain = CostModel()
+    profile.apply(measured(), plain, "drafter")
+    assert profile.LOOKUP not in plain.calibration
