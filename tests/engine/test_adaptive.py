@@ -8,7 +8,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from localchat.engine.adaptive import AdaptivePolicy, Calibration, CostModel, FixedPolicy, StopRule
+from localchat.engine.adaptive import (
+    AdaptivePolicy,
+    Calibration,
+    ConversationCalibration,
+    CostModel,
+    FixedPolicy,
+    StopRule,
+)
 
 P_MIN = 0.5  # the drafter's own cut-off under a fixed length (ModelDrafter's default)
 NEVER_PAUSE: dict = {"warmup_steps": 10**6, "early_steps": 10**6}
@@ -45,11 +52,13 @@ def step(policy: AdaptivePolicy | FixedPolicy, pair: Pair, rng: random.Random) -
         return 1, t, 0
     stop = policy.stop_rule()
     confs: list[float] = []
+    declined: float | None = None  # the confidence of the token the stop rule declined
     passes = 1  # catching up on the target's token gives the first token's distribution
     for i in range(n):
         c = pair.confidence(rng)
         keep = stop.take(i, c) if stop is not None else (c >= P_MIN or i == 0)
         if not keep:
+            declined = c if stop is not None else None
             break
         confs.append(c)
         if i == n - 1 or (stop is not None and not stop.look_further(i, pair.t_decode)):
@@ -58,6 +67,8 @@ def step(policy: AdaptivePolicy | FixedPolicy, pair: Pair, rng: random.Random) -
     accepted = 0
     while accepted < len(confs) and rng.random() < pair.accept(confs[accepted]):
         accepted += 1
+    if declined is not None and accepted == len(confs):  # verification judged it anyway
+        policy.observe_declined("draft", declined, 1.0 if rng.random() < pair.accept(declined) else 0.0)
     draft_s, verify_s = passes * pair.t_decode, pair.t_verify(len(confs) + 1)
     policy.observe(len(confs), accepted, draft_s, verify_s, "draft", confs)
     return accepted + 1, draft_s + verify_s, len(confs)
@@ -167,6 +178,30 @@ def test_declined_tokens_teach_the_bins_that_are_never_drafted() -> None:
     rule = p.stop_rule()
     assert rule is not None and rule.take(0, 0.3)
     FixedPolicy(4).observe_declined("draft", 0.3, 1.0)  # fixed lengths learn nothing
+
+
+def test_a_conversation_shifts_the_pairs_calibration_from_every_verdict() -> None:
+    """After an hour of code the pair's mid-confidence bins say 0.5; in a chat the same tokens are
+    accepted 85% of the time. One offset learned from every verdict moves every bin, also the ones
+    this conversation has not seen yet; the pair's bins keep what code showed."""
+    pair = Calibration()
+    rng = random.Random(5)
+    for _ in range(400):
+        c = rng.uniform(0.4, 0.8)
+        pair.observe_one(c, 1.0 if rng.random() < 0.5 else 0.0)
+    assert 0.4 < pair.q(0.62) < 0.6
+    chat = ConversationCalibration(pair)
+    for _ in range(30):
+        c = rng.choice([0.42, 0.47, 0.72, 0.77])  # never the 0.60-0.65 bin
+        chat.observe_one(c, 1.0 if rng.random() < 0.85 else 0.0)
+    assert chat.shift.offset > 0.5
+    assert chat.q(0.62) > pair.q(0.62) + 0.12 and chat.seen(0.62) == 0
+    assert 0.4 < pair.q(0.62) < 0.6  # the conversation's evidence is its own
+    code = ConversationCalibration(pair)  # a conversation like the pair's history stays put
+    for _ in range(30):
+        c = rng.uniform(0.4, 0.8)
+        code.observe_one(c, 1.0 if rng.random() < 0.5 else 0.0)
+    assert abs(code.shift.offset) < 0.6
 
 
 def test_stop_rule_weighs_expected_tokens_against_their_cost() -> None:
