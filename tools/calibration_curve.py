@@ -80,6 +80,7 @@ def main() -> int:
     cfg = EngineConfig(args.model, draft_path=args.draft, n_ctx=2048, use_profile=False, calibrate=False,
                        state_memory_bytes=0)
     bins = [[0, 0] for _ in range(10)]
+    mid: dict[str, list[int]] = {}  # per category: [accepted, judged] of confidences 0.4-0.7
     with Engine(cfg) as eng:
         if eng.model_drafter is None:
             print(f"the draft model did not load: {eng.draft_problem}", file=sys.stderr)
@@ -98,6 +99,10 @@ def main() -> int:
                 b = min(9, int(conf * 10))
                 bins[b][0] += int(ok)
                 bins[b][1] += 1
+                if 0.4 <= conf < 0.7:
+                    m = mid.setdefault(p.category, [0, 0])
+                    m[0] += int(ok)
+                    m[1] += 1
             accepted = sum(ok for _, ok in rec.judged)
             print(f"{p.id:24s} {len(rec.judged):3d} first tokens, {accepted:3d} accepted", flush=True)
     print()
@@ -105,6 +110,9 @@ def main() -> int:
     for b, (hits, seen) in enumerate(bins):
         share = f"{hits / seen:8.2f}" if seen else "       -"
         print(f"{b / 10:.1f}-{(b + 1) / 10:.1f}   {seen:7d}  {share}")
+    print()
+    for category, (hits, seen) in sorted(mid.items()):
+        print(f"{category:10s} confidence 0.4-0.7: {seen:4d} judged, {hits / seen:.2f} accepted")
     rows = [{"from": b / 10, "judged": seen, "accepted": hits} for b, (hits, seen) in enumerate(bins)]
     print(json.dumps({"bins": rows}))
     return 0
