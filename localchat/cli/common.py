@@ -8,16 +8,11 @@ import sys
 from localchat.engine.types import EngineConfig, SpeculationConfig
 from localchat.settings.options import DRAFT_TOKENS_DEFAULT, DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 
-EXACT_HELP = ("identical text with and without speculation also for quantized models on a CPU (keeps the "
-              "weights' stored layout: plain decoding is slower)")
-
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="target GGUF file")
     p.add_argument("--draft", help="draft model GGUF file (same vocabulary as the target)")
     p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload (-1: all on a GPU)")
     p.add_argument(
         "--draft-tokens",
         type=int,
@@ -27,11 +22,20 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p-min", type=float, default=SpeculationConfig().p_min,
                    help="the draft model stops when its top probability falls below this")
     p.add_argument("--max-tokens", type=int, default=256)
+    add_placement_options(p)
+
+
+def add_placement_options(p: argparse.ArgumentParser) -> None:
+    """Where and how the models run: the options ``engine_config`` and ``localchat serve`` read."""
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload (-1: all on a GPU)")
     p.add_argument("--rpc", default="", metavar="HOST:PORT[,HOST:PORT...]",
                    help="spread the target over these `localchat worker`s (the drafter stays here)")
     p.add_argument("--tensor-split", default="", metavar="LOCAL,W1[,W2...]",
                    help="shares of the target: this computer, then each worker (default: free memory)")
-    p.add_argument("--exact", action="store_true", help=EXACT_HELP)
+    p.add_argument("--exact", action="store_true",
+                   help="identical text with and without speculation also for quantized models on a CPU "
+                        "(keeps the weights' stored layout: plain decoding is slower)")
 
 
 def worker_options(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[float, ...]]:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from localchat.cli.common import EXACT_HELP, fail, worker_options
+from localchat.cli.common import add_placement_options, fail, worker_options
 
 DEFAULT_PORT = 11435
 
@@ -39,13 +39,7 @@ def register(sub: Any) -> None:
     p.add_argument("--allowed-host", action="append", default=[],
                    help="another Host header name to accept (e.g. behind a reverse proxy)")
     p.add_argument("--ctx", type=int, default=8192, help="context length in tokens (default 8192)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload (-1: all on a GPU)")
-    p.add_argument("--rpc", default="", metavar="HOST:PORT[,HOST:PORT...]",
-                   help="spread the target over these `localchat worker`s (the drafter stays here)")
-    p.add_argument("--tensor-split", default="", metavar="LOCAL,W1[,W2...]",
-                   help="shares of the target: this computer, then each worker (default: free memory)")
-    p.add_argument("--exact", action="store_true", help=EXACT_HELP)
+    add_placement_options(p)
     p.add_argument("--max-tokens", type=int, default=None,
                    help="most tokens one reply may ask for (default: the context length)")
     p.add_argument("--queue-size", type=int, default=16,

@@ -348,9 +348,7 @@ class Shifted:
         return math.log(p / (1.0 - p))
 
     def q(self, conf: float) -> float:
-        if self._dirty:
-            self._fit()
-        return 1.0 / (1.0 + math.exp(-(self._logit(self.base.q(conf)) + self._offset)))
+        return 1.0 / (1.0 + math.exp(-(self._logit(self.base.q(conf)) + self.offset)))
 
     def learn(self, conf: float, hit: float) -> None:
         """Add the verdict ``hit`` (1 accepted, 0 rejected); the offset is re-fitted when next read."""

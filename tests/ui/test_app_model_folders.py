@@ -6,21 +6,16 @@ import os
 from pathlib import Path
 
 import pytest
-from huggingface_hub import constants
 
-from localchat.app import AppParts, ModelsWiring, build_main_window
+from localchat.app import AppParts, ModelsWiring
 from localchat.services.hub_token_service import HubTokenService
 from localchat.settings import SettingsFile
-from tests.ui.fakes import FakeEngine
+from tests.ui.apps import fake_engine_app
 
 
 @pytest.fixture
 def parts(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppParts:
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    parts = build_main_window(tmp_path / "config", tmp_path / "data", engine=FakeEngine())
-    qtbot.addWidget(parts.window)
-    parts.settings.set("models_folder", str(tmp_path / "own"))
-    return parts
+    return fake_engine_app(qtbot, tmp_path, monkeypatch)
 
 
 def test_an_added_folder_is_saved_listed_read_only_and_paired_from(

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from huggingface_hub import constants
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from localchat.app import AppParts, build_main_window
+from localchat.app import AppParts
 from localchat.engine.types import EngineInfo, MeasuredCosts, ModelInfo
 from localchat.ui.model_manager import ModelManagerDialog
-from tests.ui.fakes import ON, FakeEngine
+from tests.ui.apps import fake_engine_app
+from tests.ui.fakes import ON
 
 GB = 10**9
 STARTER = "/models/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -38,10 +38,7 @@ def info(target: str = STARTER, draft: str = DRAFTER, curve: tuple[tuple[int, fl
 
 @pytest.fixture
 def parts(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppParts:
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    parts = build_main_window(tmp_path / "config", tmp_path / "data", engine=FakeEngine())
-    qtbot.addWidget(parts.window)
-    parts.settings.set("models_folder", str(tmp_path / "own"))
+    parts = fake_engine_app(qtbot, tmp_path, monkeypatch)
     parts.window.show()
     return parts
 
