@@ -27,15 +27,20 @@ _QUANT_RE = re.compile(r"[-_.]((?:I?Q\d(?:_[A-Za-z0-9]+)*)|BF16|F16|F32)$", re.I
 _PARAMS_RE = re.compile(r"-(E?\d+(?:\.\d+)?[BM])(?=-|$)", re.IGNORECASE)
 
 
-def _file_name(path: str) -> str:
+def file_name(path: str) -> str:
+    """The file name at the end of ``path``, whichever separator the path uses."""
     return PurePosixPath(path.replace("\\", "/")).name
+
+
+def file_stem(path: str) -> str:
+    """The file name without its ``.gguf`` ending (any case): what the HTTP API calls a model."""
+    name = file_name(path)
+    return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
 
 
 def quant_of(filename: str) -> str:
     """The quantization a GGUF file name ends in ("Q4_K_M"), or "" when it names none."""
-    stem = _file_name(filename)
-    if stem.lower().endswith(".gguf"):
-        stem = stem[: -len(".gguf")]
+    stem = file_stem(filename)
     match = _QUANT_RE.search(stem)
     return match.group(1).upper() if match else ""
 
@@ -56,7 +61,7 @@ def drafter_name(drafter: DrafterEntry) -> str:
 
 def model_name(path: str, catalog: Catalog | None) -> str:
     """The name the window shows for the model file at ``path``."""
-    name = _file_name(path)
+    name = file_name(path)
     if catalog is None or not name:
         return name
     found = catalog.find_target_file(name)
@@ -66,7 +71,7 @@ def model_name(path: str, catalog: Catalog | None) -> str:
     lowered = name.lower()
     for entry in catalog.entries:
         for drafter in entry.drafters:
-            if drafter.filename and _file_name(drafter.filename).lower() == lowered:
+            if drafter.filename and file_name(drafter.filename).lower() == lowered:
                 return drafter_name(drafter)
     return name
 

@@ -53,6 +53,7 @@ def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str
     """(target path, draft path, model id, pairing sentence) for a path or a catalog id; ValueError."""
     from localchat.catalog.drafters import load_catalog
     from localchat.catalog.library import pair_drafter
+    from localchat.catalog.names import file_stem
     from localchat.cli.models import user_library
     from localchat.settings.drafter_kind import DrafterKind
 
@@ -64,7 +65,7 @@ def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str
         logging.getLogger(__name__).warning("catalog: %s", exc)
     path = Path(spec).expanduser()
     if path.is_file():
-        target, model_id = path, path.name.removesuffix(".gguf")
+        target, model_id = path, file_stem(path.name)
     else:
         entry = None
         if catalog is not None:

@@ -34,6 +34,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from localchat.catalog.names import file_name, file_stem
 from localchat.engine.types import GenerationResult
 from localchat.host.scheduler import (
     BrokerError,
@@ -277,7 +278,7 @@ class Api:
         config = self.broker.config
         if config is None:
             return "none"
-        return config.target_path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".gguf")
+        return file_stem(config.target_path)
 
     def limits(self) -> Limits:
         info = self.broker.info
@@ -316,8 +317,8 @@ class Api:
         info = self.broker.info
         names = {self.model_id.lower()}
         if info is not None:
-            file = info.target.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
-            names |= {file, file.removesuffix(".gguf"), info.target.name.lower()}
+            file = file_name(info.target.path).lower()
+            names |= {file, file_stem(file), info.target.name.lower()}
         if name.lower() not in names:
             raise ApiError(404, f"The model {name!r} is not served here; this server serves "
                                 f"{self.model_id!r} (GET /v1/models lists it).",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from localchat.catalog.drafters import load_catalog
-from localchat.catalog.names import model_name, quant_of, shipped_model_name
+from localchat.catalog.names import file_stem, model_name, quant_of, shipped_model_name
 
 
 def test_a_target_is_named_by_its_entry_and_quantization() -> None:
@@ -38,3 +38,10 @@ def test_quantization_from_the_file_name() -> None:
     assert quant_of("model-IQ4_XS.gguf") == "IQ4_XS"
     assert quant_of("model.f16.gguf") == "F16"
     assert quant_of("model.gguf") == ""
+
+
+def test_the_api_model_id_is_the_file_name_without_its_gguf_ending() -> None:
+    assert file_stem("/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") == "qwen2.5-coder-1.5b-instruct-q4_k_m"
+    assert file_stem(r"C:\models\My-Model.Q8_0.GGUF") == "My-Model.Q8_0"
+    assert file_stem("/m/notes.txt") == "notes.txt"
+    assert quant_of(r"C:\models\My-Model.Q8_0.GGUF") == "Q8_0"
