@@ -23,53 +23,16 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from recorded_drafts import Step, add_arguments, chosen_prompts, drafting_engine, record
+
 if TYPE_CHECKING:
-    from localchat.engine.adaptive import CostModel, DraftPolicy
+    from localchat.engine.adaptive import CostModel
 
 DRAFT = 6
-Step = tuple[list[float], int]  # (confidence of each drafted token, accepted count)
-
-
-class TakeAll:
-    """Keep every draft token and always look further (up to the draft length)."""
-
-    def take(self, position: int, confidence: float) -> bool:
-        return True
-
-    def look_further(self, position: int, decode_seconds: float) -> bool:
-        return True
-
-
-class Recorder:
-    """A draft policy: 6 tokens every step; records each step's confidences and accepted count."""
-
-    paused = False
-    reason = ""
-    paused_speedup = None
-
-    def __init__(self) -> None:
-        self.steps: list[Step] = []
-
-    def draft_length(self) -> int:
-        return DRAFT
-
-    def stop_rule(self) -> TakeAll:
-        return TakeAll()
-
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-                confidence: Sequence[float] = ()) -> None:
-        if drafted and confidence:
-            self.steps.append((list(confidence), accepted))
-
-    def observe_declined(self, source: str, confidence: float, hit: float) -> None:
-        pass
 
 
 def group(category: str) -> str:
@@ -118,46 +81,22 @@ def fixed(steps: Sequence[Step], cost: CostModel, look_s: float, n: int) -> floa
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--draft", required=True)
-    ap.add_argument("--prompts", type=Path, help="also the prompts of this bench file (JSON Lines)")
-    ap.add_argument("--max-tokens", type=int, default=64)
+    add_arguments(ap, max_tokens=64)
     args = ap.parse_args()
 
-    import os
-
-    os.environ.setdefault("LOCALCHAT_PROFILES_DIR", tempfile.mkdtemp())  # never the user's profiles
-    from localchat.bench.prompts import builtin_prompts, load_prompts
     from localchat.engine.adaptive import Calibration
-    from localchat.engine.engine import Engine
-    from localchat.engine.speculative import DecodeLoop
-    from localchat.engine.stats import StatsRecorder
-    from localchat.engine.types import ChatMessage, EngineConfig, SamplingParams
 
-    prompts = list(builtin_prompts()) + (list(load_prompts(args.prompts)) if args.prompts else [])
-    cfg = EngineConfig(args.model, draft_path=args.draft, n_ctx=2048, use_profile=False, calibrate=True,
-                       state_memory_bytes=0)
     by_group: dict[str, list[Step]] = defaultdict(list)
-    with Engine(cfg) as eng:
-        drafter = eng.model_drafter
-        if drafter is None:
-            print(f"the draft model did not load: {eng.draft_problem}", file=sys.stderr)
-            return 1
+    with drafting_engine(args, calibrate=True) as eng:
         cost = eng.cost
-        look_s = cost.draft_token_s.get(drafter.name)
+        assert eng.model_drafter is not None
+        look_s = cost.draft_token_s.get(eng.model_drafter.name)
         if cost.t_verify(1) is None or look_s is None:
-            print("the calibration at load measured nothing", file=sys.stderr)
-            return 1
-        for p in prompts:
-            eng.reset()
-            tokens, _ = eng.formatter.tokens_for((ChatMessage("user", p.prompt),))
-            rec = Recorder()
-            loop = DecodeLoop(eng.target, drafter, cast("DraftPolicy", rec), SamplingParams(temperature=0.0),
-                              StatsRecorder(), lambda: False, args.max_tokens)
-            for _ in loop.run(tokens):
-                pass
-            by_group[group(p.category)].extend(rec.steps)
-            print(f"{p.id:24s} {len(rec.steps):3d} steps", flush=True)
+            raise SystemExit("the calibration at load measured nothing")
+        for p in chosen_prompts(args):
+            steps = record(eng, p, DRAFT, args.max_tokens)
+            by_group[group(p.category)].extend(steps)
+            print(f"{p.id:24s} {len(steps):3d} steps", flush=True)
 
     curve = {b: cost.t_verify(b) for b in (1, 2, 4, 8)}
     print(f"\ncosts: verification ms by batch {({b: round(1000 * (t or 0), 1) for b, t in curve.items()})}, "
