@@ -218,20 +218,21 @@ def measured_from(cost: CostModel, source: str, draft_pass_s: float | None) -> M
 def apply(measured: Measured, cost: CostModel, source: str) -> None:
     """Start ``cost`` from a profile's measurements (ValueError, and ``cost`` untouched, if they do
     not fit it)."""
-    calibration = Calibration()
-    calibration.restore(measured.hits, measured.seen)
-    lookup: Calibration | None = None
+    restored = {source: _restored(measured.hits, measured.seen)}  # both checked before either is set
     if any(measured.lookup_seen):
-        lookup = Calibration()
-        lookup.restore(measured.lookup_hits, measured.lookup_seen)
-    cost.calibration[source] = calibration
-    if lookup is not None:
-        cost.calibration[LOOKUP] = lookup
+        restored[LOOKUP] = _restored(measured.lookup_hits, measured.lookup_seen)
+    cost.calibration.update(restored)
     for size, (seconds, passes) in measured.verify.items():
         cost.verify.seed(size, seconds, passes)
     if measured.draft_token_s is not None:
         cost.draft_token_s[source] = measured.draft_token_s
     cost.calibrated = True
+
+
+def _restored(hits: list[float], seen: list[float]) -> Calibration:
+    calibration = Calibration()
+    calibration.restore(hits, seen)
+    return calibration
 
 
 def load(path: Path, key: ProfileKey, machine: str) -> Measured | None:
