@@ -19,12 +19,65 @@ class FinishReason(enum.Enum):
     LENGTH = "length"  # max_tokens reached
     CONTEXT = "context"  # the context window is full
     CANCELLED = "cancelled"
+    TOOL_CALLS = "tool_calls"  # the reply ends in one or more tool calls
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model made: ``arguments`` is the JSON text of an object."""
+
+    id: str
+    name: str
+    arguments: str
 
 
 @dataclass(frozen=True)
 class ChatMessage:
-    role: str  # "system" | "user" | "assistant"
+    role: str  # "system" | "user" | "assistant" | "tool"
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()  # assistant: the calls it made
+    tool_call_id: str = ""  # tool: the call this message is the result of
+    name: str = ""  # tool: the function's name
+    reasoning: str = ""  # assistant: its thinking, kept apart from ``content``
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function the model may call; ``parameters`` is the JSON text of its JSON Schema."""
+
+    name: str
+    description: str = ""
+    parameters: str = '{"type": "object", "properties": {}}'
+
+
+class ToolChoiceMode(enum.Enum):
+    AUTO = "auto"  # the model decides; the call's grammar starts at its trigger
+    NONE = "none"  # no call (the tools are still described to the model)
+    REQUIRED = "required"  # at least one call: the whole reply is constrained
+    FUNCTION = "function"  # a call of ``ToolChoice.name``
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    mode: ToolChoiceMode = ToolChoiceMode.AUTO
+    name: str = ""  # FUNCTION: the tool to call
+
+
+class ConstraintKind(enum.Enum):
+    JSON_SCHEMA = "json_schema"  # ``text`` is a JSON Schema
+    JSON_OBJECT = "json_object"  # any JSON object
+    LARK = "lark"  # ``text`` is a Lark grammar (llguidance's dialect)
+    GBNF = "gbnf"  # ``text`` is a llama.cpp GBNF grammar
+    REGEX = "regex"  # ``text`` is a regular expression
+
+
+@dataclass(frozen=True)
+class OutputConstraint:
+    """Structured output: what the whole reply must match."""
+
+    kind: ConstraintKind
+    text: str = ""
+    strict: bool = True  # json_schema: no properties beyond the schema's
 
 
 @dataclass(frozen=True)
@@ -78,6 +131,10 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     # Adaptive speculation learns per conversation: requests of one chat share this key.
     session: str = ""
+    tools: tuple[Tool, ...] = ()
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    parallel_tool_calls: bool = True
+    constraint: OutputConstraint | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +162,18 @@ class TokenEvent:
     drafted_runs: tuple[int, ...] = ()
     # While the prompt is read (before any text): (tokens read, tokens to read, seconds so far).
     prompt_progress: tuple[int, int, float] | None = None
+    reasoning: str = ""  # new thinking text (``text`` holds only the reply's content)
+    tool_deltas: tuple[ToolCallDelta, ...] = ()  # new parts of the reply's tool calls
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A streamed piece of tool call ``index``: its id and name once, then argument fragments."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,6 +186,8 @@ class GenerationResult:
     dropped_messages: int = 0  # oldest chat messages left out to fit the context
     notice: str = ""  # a sentence for the user, e.g. about dropped messages
     drafted_runs: tuple[int, ...] = ()  # which characters of ``text`` came from accepted drafts
+    tool_calls: tuple[ToolCall, ...] = ()  # finish_reason TOOL_CALLS: the calls, in order
+    reasoning: str = ""  # the model's thinking, apart from ``text``
 
 
 @dataclass(frozen=True)

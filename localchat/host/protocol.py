@@ -115,4 +115,6 @@ def merge_events(first: TokenEvent, second: TokenEvent) -> TokenEvent:
         speculation=second.speculation,
         drafted_runs=concat_runs(first.drafted_runs, second.drafted_runs),
         prompt_progress=second.prompt_progress if not second.text else None,
+        reasoning=first.reasoning + second.reasoning,
+        tool_deltas=first.tool_deltas + second.tool_deltas,
     )
