@@ -14,21 +14,23 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, SignalInstance
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QApplication, QWidget
 
 from localchat.chat import ConversationStore, Recovery
 from localchat.services import ChatSession, SettingsService
+from localchat.services.engine_port import EnginePort
 from localchat.settings import SettingsFile, folders
 from localchat.ui.main_window import MainWindow
 
 if TYPE_CHECKING:
     from localchat.catalog.drafters import Catalog
     from localchat.catalog.library import Library
-    from localchat.engine.types import EngineInfo, TokenEvent
-    from localchat.host.scheduler import EngineBroker
+    from localchat.engine.types import EngineInfo
+    from localchat.host.events import EngineState
+    from localchat.host.supervisor import EngineSupervisor
     from localchat.server import ServerThread
     from localchat.services.starter_advisor import StarterAdvisor
 from localchat.services.download_service import DownloadService
@@ -42,7 +44,7 @@ class AppParts:
     """What ``build_main_window`` made, so the caller (or a test) can reach each piece."""
 
     window: MainWindow
-    engine: QObject
+    engine: EnginePort
     store: ConversationStore
     settings: SettingsService
     messages: list[str]  # sentences about the settings file, shown once
@@ -51,13 +53,6 @@ class AppParts:
     downloads: DownloadService | None = None  # running downloads are cancelled when the app quits
     server: ApiServerSwitch | None = None  # the local API (Settings → Server), stopped when the app quits
     models: ModelsWiring | None = None  # the model manager and the starter advice
-
-
-@runtime_checkable
-class ReportsMemory(Protocol):
-    """An engine client that can say how much memory its process holds (services.EngineClient)."""
-
-    def memory_bytes(self) -> int | None: ...
 
 
 def _catalog_or_none() -> Catalog | None:
@@ -71,33 +66,26 @@ def _catalog_or_none() -> Catalog | None:
         return None
 
 
-@runtime_checkable
-class ShutsDown(Protocol):
-    """An engine client that ends its process at exit (services.EngineClient; test fakes need not)."""
-
-    def shutdown(self) -> None: ...
-
-
-def _memory_probe(engine: QObject) -> Callable[[], int | None] | None:
-    return engine.memory_bytes if isinstance(engine, ReportsMemory) else None
-
-
 class ModelsWiring(QObject):
-    """Opens the model manager for the window and turns its choice into a load."""
+    """Opens the model manager and turns its choice into a load; offers the starter for this computer.
+
+    It gets what it acts on, not the window: the dialogs' parent, the engine's state, a function
+    that loads a pair and one that offers a model (the window's suggestion line)."""
 
     def __init__(
-        self, window: MainWindow, settings: SettingsService, downloader: QObject | None = None,
-        advisor: StarterAdvisor | None = None,
+        self, parent: QWidget, settings: SettingsService, engine: EnginePort,
+        load: Callable[[str, str | None], None], offer: Callable[[str, str, str], None],
+        downloader: QObject | None = None, advisor: StarterAdvisor | None = None,
     ) -> None:
-        super().__init__(window)
-        self._window = window
+        super().__init__(parent)
+        self._parent = parent
         self._settings = settings
+        self._engine = engine
+        self._load = load
+        self._offer = offer
         self._downloader = downloader
         self.advisor = advisor
-        window.model_manager_requested.connect(self._on_window_model_manager_requested)
-        window.starter_requested.connect(self._on_window_starter_requested)
-        window.suggested_model_requested.connect(self._on_window_suggested_model_requested)
-        window.session.model_loaded.connect(self._on_session_model_loaded)
+        self._observed: EngineInfo | None = None
 
     def _library(self) -> Library:
         from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
@@ -107,9 +95,6 @@ class ModelsWiring(QObject):
         # huggingface-hub's cache and the user's other folders are read where they are, never changed.
         others = [hf_cache_dir(), *(Path(f).expanduser() for f in self._settings.extra_model_folder_list())]
         return Library([folder], extra, read_only_dirs=others)
-
-    def _library_and_catalog(self) -> tuple[Library, Any]:
-        return self._library(), _catalog_or_none()
 
     def add_folder(self, path: str) -> tuple[Library, str]:
         """Add ``path`` to the extra_model_folders setting; the new library and a sentence for the manager."""
@@ -137,10 +122,11 @@ class ModelsWiring(QObject):
         from localchat.catalog.sizes import total_ram
         from localchat.ui.model_manager import ModelManagerDialog
 
-        library, catalog = self._library_and_catalog()
+        library, catalog = self._library(), _catalog_or_none()
         current = [library]  # pairing looks in the folders added while the manager is open too
 
         def pair(path: str) -> Any:
+            assert catalog is not None  # offered to the dialog only with a catalog
             return pair_drafter(path, catalog, current[0])
 
         def add_folder(path: str) -> tuple[Library, str]:
@@ -148,7 +134,7 @@ class ModelsWiring(QObject):
             return current[0], sentence
 
         # What the engine has now, marked in both lists (None before the first load or after a crash).
-        info = self._window.session.engine_info
+        info = self._engine.state.info
         dialog = ModelManagerDialog(
             catalog,
             library,
@@ -159,7 +145,7 @@ class ModelsWiring(QObject):
             pair=pair if catalog is not None else None,
             add_folder=add_folder,
             suggested_folders=lmstudio_folders(),
-            parent=self._window,
+            parent=self._parent,
         )
         dialog.load_requested.connect(self._on_dialog_load_requested)
         if select:
@@ -169,11 +155,9 @@ class ModelsWiring(QObject):
             dialog.catalog_table.selectRow(0)
         dialog.exec()
 
-    def _on_window_model_manager_requested(self) -> None:
-        self.open_manager()
-
-    def _on_window_starter_requested(self) -> None:
-        library, catalog = self._library_and_catalog()
+    def open_starter(self) -> None:
+        """Load the starter for this computer when its files are here, else show it in the manager."""
+        library, catalog = self._library(), _catalog_or_none()
         starter = catalog.starter if catalog is not None else None
         # What an earlier load measured on this computer chooses among the starter's family.
         choice = self.advisor.saved_choice() if self.advisor is not None else None
@@ -184,16 +168,23 @@ class ModelsWiring(QObject):
             drafter = entry.model_drafter
             draft = library.find_file(drafter.filename, drafter.repo) if drafter else None
             if target is not None:
-                self._window.load_model(str(target.path), str(draft.path) if draft else None)
+                self._load(str(target.path), str(draft.path) if draft else None)
                 return
         if choice is not None:
             self.open_manager(select=choice.chosen.entry.id, note=choice.sentence)
         else:
             self.open_manager(select_starter=True)
 
-    def _on_session_model_loaded(self, info: EngineInfo) -> None:
-        if self.advisor is None:
+    def open_suggested(self, entry_id: str) -> None:
+        choice = self.advisor.saved_choice() if self.advisor is not None else None
+        self.open_manager(select=entry_id, note=choice.sentence if choice is not None else "")
+
+    def observe(self, state: EngineState) -> None:
+        """A pair loaded: keep what it measured of this computer and offer a better starter."""
+        info = state.info
+        if self.advisor is None or info is None or info == self._observed:
             return
+        self._observed = info
         try:
             choice = self.advisor.observe(info)
         except Exception:  # advice is an extra: it must never get in the way of a loaded model
@@ -201,48 +192,30 @@ class ModelsWiring(QObject):
             return
         if choice is not None:
             entry = choice.chosen.entry
-            self._window.show_suggestion(choice.sentence, entry.id, entry.display_name)
-
-    def _on_window_suggested_model_requested(self, entry_id: str) -> None:
-        choice = self.advisor.saved_choice() if self.advisor is not None else None
-        self.open_manager(select=entry_id, note=choice.sentence if choice is not None else "")
+            self._offer(choice.sentence, entry.id, entry.display_name)
 
     def _on_dialog_load_requested(self, target: str, draft: object) -> None:
-        self._window.load_model(target, str(draft) if draft else None)
-
-
-@runtime_checkable
-class SharedEngine(Protocol):
-    """An engine client whose broker the API may share, and that says what the API's requests are
-    doing (services.EngineClient; the window's test fakes are not)."""
-
-    activity: SignalInstance  # (source, TokenEvent)
-    activity_ended: SignalInstance  # (source)
-
-    @property
-    def broker(self) -> EngineBroker: ...
-
-    def start(self) -> None: ...
+        self._load(target, str(draft) if draft else None)
 
 
 class ApiServerSwitch:
-    """Settings → Server: the local API on the window's own engine broker (one process, one model).
+    """Settings → Server: the local API on the window's own engine supervisor (one process, one model).
 
-    On when ``server_enabled`` is; rebound when the port or the API key changes. It binds
-    127.0.0.1 only. A port in use is a sentence in the window, and the switch stays off.
+    On when ``server_enabled`` is and there is a supervisor to share; rebound when the port or the
+    API key changes. It binds 127.0.0.1 only. A port in use is a sentence (``notice``), and the switch
+    stays off; ``show_url`` is told where it serves (None: nowhere).
     """
 
-    def __init__(self, window: MainWindow, settings: SettingsService, client: QObject) -> None:
-        self._window = window
+    def __init__(self, settings: SettingsService, supervisor: EngineSupervisor | None,
+                 show_url: Callable[[str | None], None], notice: Callable[[str], None]) -> None:
         self._settings = settings
-        self._client = client
+        self._supervisor = supervisor
+        self._show_url = show_url
+        self._notice = notice
         self._thread: ServerThread | None = None
         self._running: tuple[int, str] | None = None  # port and key it serves with
         self.error = ""
         settings.changed.connect(self._on_settings_changed)
-        if isinstance(client, SharedEngine):
-            client.activity.connect(self._on_client_activity)
-            client.activity_ended.connect(self._on_client_activity_ended)
         self.apply()
 
     @property
@@ -250,7 +223,7 @@ class ApiServerSwitch:
         return self._thread.url if self._thread is not None else None
 
     def apply(self) -> None:
-        want = self._settings.server_enabled and isinstance(self._client, SharedEngine)
+        want = self._settings.server_enabled and self._supervisor is not None
         wanted = (self._settings.server_port, self._settings.server_api_key)
         if self._thread is not None and (not want or wanted != self._running):
             self.stop()
@@ -260,43 +233,37 @@ class ApiServerSwitch:
     def _start(self, port: int, key: str) -> None:
         from localchat.server import BindError, ServerSettings, ServerThread, bind_socket, create_app
 
-        assert isinstance(self._client, SharedEngine)
+        assert self._supervisor is not None
         try:
             sock = bind_socket("127.0.0.1", port)
         except BindError as exc:
             log.warning("api server: %s", exc)
             self.error = (f"The API server could not start on port {port}: another program may be using "
                           "it. Choose another port in Settings → Server.")
-            self._window.show_notice(self.error)
-            self._window.status.set_server(None)
+            self._notice(self.error)
+            self._show_url(None)
             return
-        self._client.start()
-        app = create_app(self._client.broker, ServerSettings(api_key=key or None))
+        self._supervisor.start()
+        app = create_app(self._supervisor, ServerSettings(api_key=key or None))
         thread = ServerThread(app, sock)
         thread.start()
         self._thread, self._running, self.error = thread, (port, key), ""
         log.info("api server on %s", thread.url)
-        self._window.status.set_server(thread.url)
+        self._show_url(thread.url)
 
     def stop(self) -> None:
         thread, self._thread, self._running = self._thread, None, None
         if thread is not None:
             thread.stop()
             log.info("api server stopped")
-        self._window.status.set_server(None)
+        self._show_url(None)
 
     def _on_settings_changed(self, name: str, _value: object) -> None:
         if name.startswith("server_"):
             self.apply()
 
-    def _on_client_activity(self, _source: str, event: TokenEvent) -> None:
-        self._window.status.show_api_progress(event)
 
-    def _on_client_activity_ended(self, _source: str) -> None:
-        self._window.status.api_finished()
-
-
-def _make_engine_client() -> QObject:
+def _make_engine_client() -> EnginePort:
     from localchat.services import EngineClient  # the services layer owns the child process
 
     # The engine process writes its own log (and llama.cpp's warnings and errors) there: the
@@ -307,8 +274,7 @@ def _make_engine_client() -> QObject:
     except OSError:
         log.warning("cannot create the log folder %s; the engine logs nowhere", log_path.parent)
         return EngineClient()
-    client: QObject = EngineClient(log_path=str(log_path))
-    return client
+    return EngineClient(log_path=str(log_path))
 
 
 def _make_downloader(settings: SettingsService, parent: QObject) -> DownloadService:
@@ -325,7 +291,7 @@ def build_main_window(
     config_dir: Path | str | None = None,
     data_dir: Path | str | None = None,
     *,
-    engine: QObject | None = None,
+    engine: EnginePort | None = None,
     max_tokens: int | None = None,
     autoload: bool = True,
 ) -> AppParts:
@@ -340,17 +306,21 @@ def build_main_window(
     store, recovery = ConversationStore.open_or_recover(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
     session = ChatSession(store, client, settings, max_tokens=max_tokens)
-    window = MainWindow(session, settings, memory_probe=_memory_probe(client))
+    window = MainWindow(session, settings, client)
     session.setParent(window)
     downloads = _make_downloader(settings, window)
+    from localchat.services.hub_token_service import HubTokenService
     from localchat.services.starter_advisor import StarterAdvisor
 
     advisor = StarterAdvisor(data / folders.machine_measure_path().name, _catalog_or_none)
-    models = ModelsWiring(window, settings, downloads, advisor)
-    from localchat.services.hub_token_service import HubTokenService
-
+    models = ModelsWiring(window, settings, client, window.load_model, window.suggestion.offer, downloads,
+                          advisor)
+    window.model_manager_requested.connect(models.open_manager)
+    window.starter_requested.connect(models.open_starter)
+    window.suggestion.model_requested.connect(models.open_suggested)
+    client.state_changed.connect(models.observe)
     window.hub_token = HubTokenService(parent=window)
-    server = ApiServerSwitch(window, settings, client)
+    server = ApiServerSwitch(settings, client.supervisor, window.status.set_server, window.show_notice)
     if settings.load_messages:
         window.show_notice(" ".join(settings.load_messages))
     last = settings.last_model_path
@@ -401,8 +371,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         parts.downloads.cancel_all()  # the .part files are closed and resume next time
     if parts.server is not None:
         parts.server.stop()
-    if isinstance(parts.engine, ShutsDown):
-        parts.engine.shutdown()
+    parts.engine.shutdown()
     parts.store.close()
     return int(code)
 

@@ -18,7 +18,7 @@ import openai
 from localchat.bench.prompts import builtin_prompts
 from localchat.engine.engine import Engine
 from localchat.engine.types import ChatMessage, EngineConfig, GenerationRequest, SpeculationConfig
-from localchat.host.scheduler import EngineBroker
+from localchat.host.supervisor import EngineSupervisor
 from localchat.server import ServerSettings, ServerThread, bind_socket, create_app
 
 
@@ -57,12 +57,12 @@ def main() -> None:
     code = [p for p in prompts if p.category == "code"][: args.limit]
     edits = [p for p in prompts if p.category == "edit"][: args.limit]
     config = EngineConfig(args.model, args.draft, n_ctx=4096)
-    broker = EngineBroker(config)
-    broker.start()
-    thread = ServerThread(create_app(broker, ServerSettings(model_id="m", max_tokens=1024)),
+    supervisor = EngineSupervisor(config)
+    supervisor.start()
+    thread = ServerThread(create_app(supervisor, ServerSettings(model_id="m", max_tokens=1024)),
                           bind_socket("127.0.0.1", 0))
     thread.start()
-    broker.wait_ready()
+    supervisor.wait_ready()
     client = openai.OpenAI(base_url=thread.url + "/v1", api_key="none", timeout=600)
     engine = Engine(config)  # a second copy in this process, run turn about with the server's
     server_tps, server_reported, engine_tps = [], [], []
@@ -90,7 +90,7 @@ def main() -> None:
         speed[mode] = [stream_chat(client, [{"role": "user", "content": p.prompt}], args.max_tokens, mode)[1]
                        for p in edits]
     thread.stop()
-    broker.close()
+    supervisor.close()
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     print(f"tokens/s (off, {len(code)} code prompts, interleaved): client-seen through the server "
           f"{mean(server_tps):.2f}, server's own timings {mean(server_reported):.2f}, engine directly "

@@ -42,7 +42,7 @@ def main(busy_png: str, idle_png: str) -> None:
             app.processEvents()
             time.sleep(0.02)
 
-    while window.session.engine_info is None:
+    while window.engine_info is None:
         spin(0.2)
     answers: list[httpx.Response] = []
     body = {"model": TARGET.stem, "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 120}
@@ -58,7 +58,7 @@ def main(busy_png: str, idle_png: str) -> None:
     window.grab().save(idle_png)
     if parts.server is not None:
         parts.server.stop()
-    parts.engine.shutdown()  # type: ignore[attr-defined]
+    parts.engine.shutdown()
     parts.store.close()
 
 

@@ -79,13 +79,11 @@ def main() -> int:
         QTimer.singleShot(800, take)
         window.model_manager_requested.emit()  # the manager is modal: take() runs inside its loop
 
-    parts.session.model_loaded.connect(on_loaded)
+    parts.engine.state_changed.connect(lambda s: on_loaded(s.info) if s.ready else None)
     window.load_model(str(folder / TARGET), str(folder / DRAFT))
     QTimer.singleShot(180_000, app.quit)
     app.exec()
-    shutdown = getattr(parts.engine, "shutdown", None)
-    if callable(shutdown):
-        shutdown()
+    parts.engine.shutdown()
     print("captured" if state["shot"] else "no capture")
     return 0 if state["shot"] else 1
 

@@ -47,7 +47,7 @@ def main(theme: str, out: str, end: bool = False, drafter: str = "") -> None:
             app.processEvents()
             time.sleep(0.02)
 
-    while window.session.engine_info is None:
+    while window.engine_info is None:
         spin(0.2)
     window.send_message(QUESTION)
     while not (window.chat_view.streaming_text or ""):
@@ -59,9 +59,9 @@ def main(theme: str, out: str, end: bool = False, drafter: str = "") -> None:
     else:
         spin(2.5)
     window.grab().save(out)
-    window.stop()
+    window.session.cancel()
     spin(0.5)
-    parts.engine.shutdown()  # type: ignore[attr-defined]
+    parts.engine.shutdown()
     parts.store.close()
 
 

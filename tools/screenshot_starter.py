@@ -64,7 +64,7 @@ def main() -> None:
             time.sleep(0.02)
 
     window.load_model(str(TARGET), str(DRAFT))
-    while window.session.engine_info is None:
+    while window.engine_info is None:
         spin(0.2)
     spin(1.0)
     kept = root / "data" / "machine-measure.json"

@@ -66,7 +66,7 @@ def main() -> int:
     def take() -> None:
         app.processEvents()
         snap(out + "-main.png", window.frameGeometry())
-        window.stop()
+        window.session.cancel()
         dialog = SettingsDialog(OPTIONS, {o.name: settings.get(o.name) for o in OPTIONS}, window)
         dialog.move(0, 0)
         dialog.show()
@@ -78,13 +78,11 @@ def main() -> int:
 
         QTimer.singleShot(700, shot_dialog)
 
-    parts.engine.loaded.connect(on_loaded)  # type: ignore[attr-defined]
-    parts.engine.tokens_received.connect(on_tokens)  # type: ignore[attr-defined]
+    parts.engine.state_changed.connect(lambda s: on_loaded(s.info) if s.ready else None)
+    parts.engine.job_event.connect(lambda e: on_tokens(e.event) if hasattr(e, "event") else None)
     QTimer.singleShot(240_000, app.quit)
     app.exec()
-    shutdown = getattr(parts.engine, "shutdown", None)
-    if callable(shutdown):
-        shutdown()
+    parts.engine.shutdown()
     print("captured" if state["shot"] else "no capture", state)
     return 0 if state["shot"] else 1
 

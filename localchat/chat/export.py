@@ -74,6 +74,16 @@ def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 
 
+def file_name(title: str, kind: str) -> str:
+    """The file name an export of the chat ``title`` is offered under ("My chat.md")."""
+    stem = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in title).strip() or "chat"
+    return stem + suffix(kind)
+
+
+def suffix(kind: str) -> str:
+    return ".md" if kind == "markdown" else ".json"
+
+
 def render(kind: str, conversation: Conversation, messages: Sequence[Message]) -> str:
     if kind == "markdown":
         return to_markdown(conversation, messages)

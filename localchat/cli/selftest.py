@@ -27,6 +27,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,31 +218,31 @@ def _run_in_process(args: argparse.Namespace, target: Path, draft: Path, out: Ou
 
 
 class _Waiter:
-    """Runs a Qt event loop until one of some signals fires, or a timeout."""
+    """Runs a Qt event loop until a signal carries a value ``until`` accepts, or a timeout."""
 
-    def __init__(self) -> None:
+    def __init__(self, signal: Any, until: Callable[[Any], bool]) -> None:
         from PySide6.QtCore import QEventLoop, QTimer
 
         self._loop = QEventLoop()
         self._timer = QTimer()
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._loop.quit)
-        self.fired: tuple[str, Any] | None = None
+        self.fired: Any = None
 
-    def watch(self, name: str, signal: Any) -> None:
-        def slot(*values: Any) -> None:
-            if self.fired is None:
-                self.fired = (name, values[0] if values else None)
-            self._loop.quit()
+        def slot(value: Any) -> None:
+            if self.fired is None and until(value):
+                self.fired = value
+                self._loop.quit()
 
         signal.connect(slot)
 
-    def wait(self, timeout_s: float) -> tuple[str, Any]:
+    def wait(self, timeout_s: float) -> Any:
+        """The accepted value, or None at the timeout."""
         if self.fired is None:
             self._timer.start(int(timeout_s * 1000))
             self._loop.exec()
             self._timer.stop()
-        return self.fired if self.fired is not None else ("timeout", None)
+        return self.fired
 
 
 def _wait_exposed(window: Any, timeout_s: float) -> bool:
@@ -270,7 +271,7 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
     app.setOrganizationName(APP_NAME)
     parts = build_main_window(autoload=False)
     window = parts.window
-    client: Any = parts.engine  # the engine process client: signals and calls beyond QObject
+    client = parts.engine
     try:
         window.show()
         if not _wait_exposed(window, WINDOW_TIMEOUT_S):
@@ -282,29 +283,28 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
         )
         _check_highlighting()
         target, draft = pair
-        waiter = _Waiter()
-        waiter.watch("loaded", client.loaded)
-        waiter.watch("load_failed", client.load_failed)
-        waiter.watch("engine_died", client.engine_died)
+        from localchat.host.events import Failed, Finished, Phase
+        from localchat.host.failure_words import sentence
+
+        waiter = _Waiter(client.state_changed, lambda state: state.phase is not Phase.LOADING)
         t0 = time.monotonic()
         client.load(_engine_config(args, target, draft))
-        what, value = waiter.wait(LOAD_TIMEOUT_S)
-        if what != "loaded":
-            raise SelftestError(f"loading failed: {value or 'no answer within the time limit'}")
-        _say(f"engine process {client.pid} loaded the pair in {time.monotonic() - t0:.1f} s")
-        _describe_info(value, out)
-        waiter = _Waiter()
-        waiter.watch("finished", client.generation_finished)
-        waiter.watch("failed", client.generation_failed)
-        waiter.watch("engine_died", client.engine_died)
+        state = waiter.wait(LOAD_TIMEOUT_S)
+        if state is None or not state.ready:
+            why = sentence(state.failure) if state is not None and state.failure else None
+            raise SelftestError(f"loading failed: {why or 'no answer within the time limit'}")
+        _say(f"engine process {state.pid} loaded the pair in {time.monotonic() - t0:.1f} s")
+        _describe_info(state.info, out)
+        waiter = _Waiter(client.job_event, lambda event: isinstance(event, Finished | Failed))
         client.generate(_request(args.tokens))
-        what, value = waiter.wait(LOAD_TIMEOUT_S)
-        if what != "finished":
-            raise SelftestError(f"generation failed: {value or 'no answer within the time limit'}")
-        _check_stats(value, out)
+        event = waiter.wait(LOAD_TIMEOUT_S)
+        if not isinstance(event, Finished):
+            why = sentence(event.failure) if event is not None else None
+            raise SelftestError(f"generation failed: {why or 'no answer within the time limit'}")
+        _check_stats(event.result, out)
     finally:
         window.close()
-        client.stop()
+        client.shutdown()
         parts.store.close()
         app.processEvents()
 
@@ -334,7 +334,7 @@ def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> 
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
-    from localchat.app import ShutsDown, build_main_window
+    from localchat.app import build_main_window
     from localchat.settings.folders import APP_NAME
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
@@ -348,8 +348,7 @@ def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> 
         _say(f"window: shown {out.window_s:.2f} s after the process started (platform {platform})")
     finally:
         parts.window.close()
-        if isinstance(parts.engine, ShutsDown):
-            parts.engine.shutdown()
+        parts.engine.shutdown()
         parts.store.close()
         app.processEvents()
 

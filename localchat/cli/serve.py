@@ -94,7 +94,7 @@ def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str
 
 def run(args: argparse.Namespace) -> int:
     from localchat.engine.types import EngineConfig
-    from localchat.host.scheduler import BrokerError, EngineBroker
+    from localchat.host.supervisor import EngineSupervisor, EngineUnavailable
     from localchat.server import BindError, ServerSettings, ServerThread, bind_socket, create_app, is_loopback
 
     logging.basicConfig(level=logging.WARNING, format="localchat: %(levelname)s %(name)s: %(message)s")
@@ -116,20 +116,20 @@ def run(args: argparse.Namespace) -> int:
     config = EngineConfig(target_path=target, draft_path=draft, n_ctx=args.ctx, n_threads=args.threads,
                           gpu_layers=args.gpu_layers, rpc_servers=workers, tensor_split=split,
                           exact=args.exact)
-    broker = EngineBroker(config, max_queue=args.queue_size)
+    supervisor = EngineSupervisor(config, max_queue=args.queue_size)
     settings = ServerSettings(
         model_id=args.name or model_id, host=args.host, api_key=args.api_key,
         cors_origins=tuple(args.cors_origin), allowed_hosts=tuple(args.allowed_host),
         max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_tokens=args.max_tokens,
         default_mode="off" if args.no_spec else "adaptive",
     )
-    server = ServerThread(create_app(broker, settings), sock)
-    broker.start()
+    server = ServerThread(create_app(supervisor, settings), sock)
+    supervisor.start()
     try:
         server.start()  # /health answers 503 while the model loads
         try:
-            info = broker.wait_ready()
-        except BrokerError as exc:
+            info = supervisor.wait_ready()
+        except EngineUnavailable as exc:
             return fail(str(exc))
         spec = info.speculation.drafter if info.speculation.active else "off"
         print(f"localchat serving {settings.model_id} at {server.url}/v1 (speculation: {spec})", flush=True)
@@ -140,4 +140,4 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         server.stop()
-        broker.close()
+        supervisor.close()

@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any
 
 from localchat.engine.backend import Model
-from localchat.engine.errors import ContextOverflowError, GenerationError
+from localchat.engine.errors import ContextOverflowError, GenerationError, InvalidRequestError
 from localchat.engine.types import ChatMessage
 
 RENDER_BUDGET_S = 2.0
@@ -115,7 +115,7 @@ class ChatFormatter:
         """
         msgs = list(messages)
         if not msgs:
-            raise ContextOverflowError("There is no message to answer.")
+            raise InvalidRequestError("There is no message to answer.")
         cancel = should_cancel or _never
         system = [m for m in msgs[:1] if m.role == "system"]
         rest = msgs[len(system) :]
@@ -200,7 +200,8 @@ def _overflow(needed: int, n_ctx: int, reserve: int) -> ContextOverflowError:
     return ContextOverflowError(
         f"This message needs {needed} tokens but the context window holds {n_ctx}, "
         f"with {reserve} kept free for the reply. Shorten the message or the system prompt, "
-        "or raise the context length in Settings."
+        "or raise the context length in Settings.",
+        needed=needed, n_ctx=n_ctx, reserve=reserve,
     )
 
 

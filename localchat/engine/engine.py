@@ -318,7 +318,8 @@ class Engine:
             if len(tokens) > self.target.n_ctx - reserve:
                 raise ContextOverflowError(
                     f"The prompt needs {len(tokens)} tokens but the context window holds "
-                    f"{self.target.n_ctx}, with {reserve} kept free for the reply."
+                    f"{self.target.n_ctx}, with {reserve} kept free for the reply.",
+                    needed=len(tokens), n_ctx=self.target.n_ctx, reserve=reserve,
                 )
             return tokens, 0, ()
         fitted = self.formatter.fit(request.messages, self.target.n_ctx, reserve, should_cancel)

@@ -28,7 +28,21 @@ class IncompatibleDraftError(EngineError):
 
 
 class ContextOverflowError(EngineError):
-    """The prompt cannot fit in the context window even after dropping old messages."""
+    """The prompt cannot fit in the context window even after dropping old messages.
+
+    ``needed``, ``n_ctx`` and ``reserve`` are the figures (tokens), so that the app and the API can
+    word it for their readers without reading this sentence back."""
+
+    def __init__(self, message: str, *, needed: int, n_ctx: int, reserve: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.n_ctx = n_ctx
+        self.reserve = reserve
+
+
+class InvalidRequestError(EngineError):
+    """The request asks for something the engine cannot do (nothing to answer, a grammar that does not
+    compile, a tool the request does not list...): the caller's to fix, not the engine's fault."""
 
 
 class GenerationError(EngineError):

@@ -14,8 +14,8 @@ and because spawn is what Windows and macOS do anyway, so one path is tested.
 A frozen app (PyInstaller) must call ``multiprocessing.freeze_support()`` first
 thing in its entry point, or the spawned child would start the GUI again.
 
-No Qt here: services.ChildClient drives a ChildProcess from a QTimer, and
-host.scheduler from a thread of its own.
+No Qt here: the supervisors (host/supervisor.py) drive a ChildProcess from a
+thread of their own.
 """
 
 from __future__ import annotations

@@ -1,41 +1,27 @@
-"""The messages between the app and the engine process: frozen dataclasses sent over a pipe.
+"""What the app asks of its child processes: frozen dataclasses sent over a pipe.
 
-Requests (app -> engine process)::
+The engine process (host/engine_child.py)::
 
-    Load(config)                   load a target (+ drafter); replaces any loaded model
-    Generate(request_id, request)  produce one reply
-    Cancel(request_id)             stop that reply between engine steps (ignored if it is not running)
-    Unload()                       free the models, keep the process
-    Shutdown()                     leave the process
+    Load(config)                      load a target (+ drafter); replaces any loaded model
+    Generate(job, source, request)    produce one reply
+    Cancel(job)                       stop that reply between engine steps (ignored if it is not running)
+    Shutdown()                        leave the process
 
-Replies (engine process -> app)::
-
-    Loaded(info)                   after Load
-    LoadFailed(message)            after Load; ``message`` is a sentence for the user
-    Tokens(request_id, event)      streamed text; events are merged so that at most about
-                                   30 Tokens messages a second cross the pipe
-    Finished(request_id, result)   the reply is done (also after Cancel: finish_reason CANCELLED)
-    Failed(request_id, message)    the reply could not be produced (context overflow, no model...)
-    Unloaded()                     after Unload
-
-Everything here is picklable plain data (the engine's types are too), so
-``multiprocessing`` can carry it with the spawn start method.
+The benchmark process (host/bench_child.py) gets its ``RunBench`` when it is
+spawned, and ``Cancel(0)`` to stop. What the children answer is the one
+vocabulary of host/events.py (Loaded, Tokens, Finished, Failed, BenchProgress,
+BenchDone). Everything here is picklable plain data, so ``multiprocessing``
+carries it with the spawn start method.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from localchat.bench.modes import BenchMode
+from localchat.bench.prompts import BenchPrompt
 from localchat.engine.textruns import concat_runs
-from localchat.engine.types import (
-    EngineConfig,
-    EngineInfo,
-    GenerationRequest,
-    GenerationResult,
-    TokenEvent,
-)
-
-# Requests
+from localchat.engine.types import EngineConfig, GenerationRequest, TokenEvent
 
 
 @dataclass(frozen=True)
@@ -45,18 +31,14 @@ class Load:
 
 @dataclass(frozen=True)
 class Generate:
-    request_id: int
+    job: int
+    source: str
     request: GenerationRequest
 
 
 @dataclass(frozen=True)
 class Cancel:
-    request_id: int
-
-
-@dataclass(frozen=True)
-class Unload:
-    pass
+    job: int
 
 
 @dataclass(frozen=True)
@@ -64,45 +46,16 @@ class Shutdown:
     pass
 
 
-Request = Load | Generate | Cancel | Unload | Shutdown
-
-# Replies
-
-
 @dataclass(frozen=True)
-class Loaded:
-    info: EngineInfo
+class RunBench:
+    config: EngineConfig
+    prompts: tuple[BenchPrompt, ...]
+    modes: tuple[BenchMode, ...]
+    max_tokens: int = 128
+    warmup: bool = True
 
 
-@dataclass(frozen=True)
-class LoadFailed:
-    message: str
-
-
-@dataclass(frozen=True)
-class Tokens:
-    request_id: int
-    event: TokenEvent
-
-
-@dataclass(frozen=True)
-class Finished:
-    request_id: int
-    result: GenerationResult
-
-
-@dataclass(frozen=True)
-class Failed:
-    request_id: int
-    message: str
-
-
-@dataclass(frozen=True)
-class Unloaded:
-    pass
-
-
-Reply = Loaded | LoadFailed | Tokens | Finished | Failed | Unloaded
+Request = Load | Generate | Cancel | Shutdown
 
 
 def merge_events(first: TokenEvent, second: TokenEvent) -> TokenEvent:

@@ -5,7 +5,7 @@
 - shapes.py: response bodies (OpenAI's and llama-server's field names);
 - metrics.py: Prometheus counters named as llama-server names them;
 - runner.py: binding the socket and running uvicorn in a thread;
-- errors.py: the OpenAI error shape.
+- errors.py: the OpenAI error shape, and one table answering each engine Failure kind.
 
 Why Starlette and uvicorn: a small, well-kept ASGI stack (Starlette is what
 FastAPI is built on, uvicorn the server most Python APIs run on) with no
@@ -15,8 +15,8 @@ Streaming is written directly against ASGI (app.EventStream), so sse-starlette
 is not needed.
 
 This layer imports neither Qt nor llama_cpp (an import-linter contract checks
-it): it reaches the engine through localchat.host's EngineBroker, the same
-broker the app's window is to use, so both share one engine process.
+it): it reaches the engine through localchat.host's EngineSupervisor; in the
+app, the window's own, so both share one engine process and one model.
 """
 
 from localchat.server.app import Api, ServerSettings, create_app

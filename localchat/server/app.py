@@ -1,8 +1,9 @@
 """The ASGI app: routes, the guard in front of them, and streaming replies as server-sent events.
 
-Every generation request becomes one job on the EngineBroker (host layer);
-the broker thread hands events to the job's queue and wakes this event loop
-through ``loop.call_soon_threadsafe``, so no thread waits per request.
+Every generation request becomes one job on the EngineSupervisor (host layer);
+the supervisor's thread hands events to the job's queue and wakes this event
+loop through ``loop.call_soon_threadsafe``, so no thread waits per request.
+Engine failures are answered from their kind (errors.FAILURE_STATUS).
 
 A streamed reply sends its headers only once the job's first event arrives:
 a request that fails before any token (a prompt longer than the context, a
@@ -36,19 +37,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from localchat.catalog.names import file_name, file_stem
 from localchat.engine.types import GenerationResult
-from localchat.host.scheduler import (
-    BrokerError,
-    BrokerState,
-    EngineBroker,
-    JobEvent,
-    JobFailed,
-    JobFinished,
-    JobHandle,
-    JobTokens,
-    QueueFull,
-)
+from localchat.host.events import Failed, Failure, FailureKind, Finished, JobEvent, Phase, Tokens
+from localchat.host.jobs import JobHandle
+from localchat.host.supervisor import EngineSupervisor, EngineUnavailable
 from localchat.server import shapes
-from localchat.server.errors import ApiError, bad_request, server_error
+from localchat.server.errors import RETRY_AFTER_S, ApiError, bad_request, failure_error, server_error
 from localchat.server.metrics import Metrics
 from localchat.server.parsing import Limits, ParsedRequest, parse_chat, parse_completion
 
@@ -57,7 +50,6 @@ log = logging.getLogger(__name__)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 DISCONNECT_CHECK_S = 0.5
-LOADING_RETRY_AFTER_S = 5
 
 
 @dataclass(frozen=True)
@@ -122,24 +114,22 @@ class Guard:
 
 
 class JobStream:
-    """One job's events, awaited on the event loop (the broker thread wakes it through ``notify``)."""
+    """One job's events, awaited on the event loop (the supervisor's thread wakes it through ``notify``)."""
 
-    def __init__(self, broker: EngineBroker, parsed: ParsedRequest) -> None:
+    def __init__(self, supervisor: EngineSupervisor, parsed: ParsedRequest) -> None:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        self.broker = broker
+        self.supervisor = supervisor
         try:
-            self.handle: JobHandle = broker.submit(
+            self.handle: JobHandle = supervisor.submit(
                 parsed.request, source="api:" + parsed.request.session, notify=self._notify
             )
-        except QueueFull as exc:
-            raise ApiError(429, str(exc), type="rate_limit_error", code="queue_full",
-                           headers={"Retry-After": str(exc.retry_after_s)}) from exc
-        except BrokerError as exc:
-            raise ApiError(503, str(exc), type="unavailable_error", code="engine_unavailable",
-                           headers={"Retry-After": str(LOADING_RETRY_AFTER_S)}) from exc
+        except EngineUnavailable as exc:
+            raise failure_error(exc.failure) from exc
+        assert self.handle.events is not None
+        self._events = self.handle.events
 
-    def _notify(self) -> None:
+    def _notify(self, _event: JobEvent) -> None:
         self._loop.call_soon_threadsafe(self._wake.set)
 
     async def next(self, is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> JobEvent | None:
@@ -147,7 +137,7 @@ class JobStream:
         while True:
             self._wake.clear()
             try:
-                return self.handle.events.get_nowait()
+                return self._events.get_nowait()
             except queue.Empty:
                 pass
             if is_disconnected is None:
@@ -162,17 +152,7 @@ class JobStream:
     def close(self) -> None:
         """Cancel the job unless it has ended (the client left, or the response failed)."""
         if not self.handle.done:
-            self.broker.cancel(self.handle)
-
-
-def job_error(event: JobFailed) -> ApiError:
-    # The engine's context-overflow sentence is the only failure a client can fix by sending less;
-    # the protocol carries only the sentence, whose wording the engine keeps ("context window").
-    if "context window" in event.message:
-        return bad_request(event.message, "messages", "context_length_exceeded")
-    if event.engine_died:
-        return server_error(event.message, "engine_died")
-    return server_error(event.message)
+            self.supervisor.cancel(self.handle)
 
 
 class EventStream(Response):
@@ -221,10 +201,10 @@ def sse(obj: Any) -> bytes:
 
 
 class Api:
-    """The routes, over one broker; ``app`` is the Starlette application."""
+    """The routes, over one engine supervisor; ``app`` is the Starlette application."""
 
-    def __init__(self, broker: EngineBroker, settings: ServerSettings) -> None:
-        self.broker = broker
+    def __init__(self, supervisor: EngineSupervisor, settings: ServerSettings) -> None:
+        self.supervisor = supervisor
         self.settings = settings
         self.metrics = Metrics()
         self.started = int(time.time())
@@ -275,14 +255,14 @@ class Api:
     def model_id(self) -> str:
         if self.settings.model_id:
             return self.settings.model_id
-        config = self.broker.config
+        config = self.supervisor.state.config
         if config is None:
             return "none"
         return file_stem(config.target_path)
 
     def limits(self) -> Limits:
-        info = self.broker.info
-        config = self.broker.config
+        state = self.supervisor.state
+        info, config = state.info, state.config
         ceiling = self.settings.max_tokens or (
             info.n_ctx if info is not None else config.n_ctx if config is not None else 4096
         )
@@ -314,7 +294,7 @@ class Api:
     def check_model(self, name: str | None) -> None:
         if name is None:
             return
-        info = self.broker.info
+        info = self.supervisor.state.info
         names = {self.model_id.lower()}
         if info is not None:
             file = file_name(info.target.path).lower()
@@ -325,22 +305,21 @@ class Api:
                            param="model", code="model_not_found")
 
     def check_ready(self) -> None:
-        if self.broker.config is None:
-            raise ApiError(503, "No model is loaded in localchat; choose one in its window.",
-                           type="unavailable_error", code="no_model")
-        if self.broker.ever_loaded:
+        state = self.supervisor.state
+        if state.config is None:
+            raise failure_error(Failure(FailureKind.NO_MODEL))
+        if state.ever_loaded:
             return  # after a crash the engine restarts behind the queue; requests wait for it
-        if self.broker.state is BrokerState.FAILED:
-            raise ApiError(503, f"The model could not be loaded: {self.broker.load_error}",
-                           type="unavailable_error", code="model_load_failed")
+        if state.phase is Phase.FAILED and state.failure is not None:
+            raise failure_error(state.failure)
         raise ApiError(503, "The model is still loading; try again in a few seconds.",
                        type="unavailable_error", code="model_loading",
-                       headers={"Retry-After": str(LOADING_RETRY_AFTER_S)})
+                       headers={"Retry-After": str(RETRY_AFTER_S)})
 
     async def parsed(self, request: Request, parse: Callable[..., ParsedRequest], **kw: Any) -> ParsedRequest:
         body = await self.read_json(request)
         self.check_ready()
-        parsed = parse(body, self.broker.info, self.limits(), **kw)
+        parsed = parse(body, self.supervisor.state.info, self.limits(), **kw)
         self.check_model(parsed.model)
         return parsed
 
@@ -351,12 +330,12 @@ class Api:
                 event = await job.next(request.is_disconnected)
                 if event is None:
                     return None
-                if isinstance(event, JobFinished):
+                if isinstance(event, Finished):
                     self.metrics.record(event.result.stats)
                     return event.result
-                if isinstance(event, JobFailed):
+                if isinstance(event, Failed):
                     self.metrics.record_failure()
-                    raise job_error(event)
+                    raise failure_error(event.failure)
         finally:
             job.close()
 
@@ -368,10 +347,10 @@ class Api:
             raise
         if event is None:
             job.close()
-        elif isinstance(event, JobFailed):
+        elif isinstance(event, Failed):
             self.metrics.record_failure()
             job.close()
-            raise job_error(event)
+            raise failure_error(event.failure)
         return event
 
     def stream(
@@ -380,13 +359,13 @@ class Api:
         async def chunks() -> AsyncIterator[bytes]:
             event: JobEvent | None = first
             while event is not None:
-                if isinstance(event, JobFinished):
+                if isinstance(event, Finished):
                     self.metrics.record(event.result.stats)
-                elif isinstance(event, JobFailed):
+                elif isinstance(event, Failed):
                     self.metrics.record_failure()
                 for chunk in render(event):
                     yield chunk
-                if not isinstance(event, JobTokens):
+                if not isinstance(event, Tokens):
                     return
                 event = await job.next()
 
@@ -394,7 +373,7 @@ class Api:
 
     # -- routes -----------------------------------------------------------------------
     async def models(self, request: Request) -> Response:
-        info = self.broker.info
+        info = self.supervisor.state.info
         entry: dict[str, Any] = {"id": self.model_id, "object": "model", "created": self.started,
                                  "owned_by": "localchat"}
         if info is not None:
@@ -403,20 +382,20 @@ class Api:
         return JSONResponse({"object": "list", "data": [entry]})
 
     async def health(self, request: Request) -> Response:
-        state = self.broker.state
-        if self.broker.config is None:
-            return ApiError(503, "No model is loaded in localchat; choose one in its window.",
-                            type="unavailable_error", code="no_model").response()
-        if state is BrokerState.READY:
+        state = self.supervisor.state
+        if state.config is None:
+            return failure_error(Failure(FailureKind.NO_MODEL)).response()
+        if state.ready:
             return JSONResponse({"status": "ok"})
-        if state is BrokerState.FAILED:
-            return ApiError(503, f"The model could not be loaded: {self.broker.load_error}",
-                            type="unavailable_error", code="model_load_failed").response()
+        if state.phase is Phase.FAILED and state.failure is not None:
+            return failure_error(state.failure).response()
         return ApiError(503, "Loading model", type="unavailable_error", code="model_loading",
-                        headers={"Retry-After": str(LOADING_RETRY_AFTER_S)}).response()
+                        headers={"Retry-After": str(RETRY_AFTER_S)}).response()
 
     async def metrics_text(self, request: Request) -> Response:
-        text = self.metrics.render(lambda: int(self.broker.busy), lambda: self.broker.queued)
+        supervisor = self.supervisor
+        busy = lambda: int(supervisor.running_source is not None)  # noqa: E731
+        text = self.metrics.render(busy, lambda: supervisor.queued)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     async def chat(self, request: Request) -> Response:
@@ -435,7 +414,7 @@ class Api:
     ) -> Response:
         """Run the request's job: ``whole(result)`` as one JSON body, or, when streaming, each event
         through ``render`` (499 when the client left first)."""
-        job = JobStream(self.broker, parsed)
+        job = JobStream(self.supervisor, parsed)
         if not parsed.stream:
             result = await self.run_to_end(request, job)
             return Response(status_code=499) if result is None else JSONResponse(whole(result))
@@ -450,10 +429,10 @@ class Api:
 
         def render(event: JobEvent) -> list[bytes]:
             out, opening[:] = list(opening), []
-            if isinstance(event, JobTokens):
+            if isinstance(event, Tokens):
                 if event.event.text:
                     out.append(sse(shapes.chat_chunk(rid, created, model, {"content": event.event.text})))
-            elif isinstance(event, JobFinished):
+            elif isinstance(event, Finished):
                 result = event.result
                 last = shapes.chat_chunk(rid, created, model, {}, shapes.finish_reason(result.finish_reason))
                 last["timings"] = shapes.timings(result.stats)
@@ -467,7 +446,7 @@ class Api:
                     out.append(sse(tail))
                 out.append(b"data: [DONE]\n\n")
             else:
-                out.append(sse(job_error(event).body()))
+                out.append(sse(failure_error(event.failure).body()))
             return out
 
         def whole(result: GenerationResult) -> dict[str, Any]:
@@ -486,10 +465,10 @@ class Api:
         rid, created, model = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.model_id
 
         def render(event: JobEvent) -> list[bytes]:
-            if isinstance(event, JobTokens):
+            if isinstance(event, Tokens):
                 text = event.event.text
                 return [sse(shapes.text_chunk(rid, created, model, text))] if text else []
-            if isinstance(event, JobFinished):
+            if isinstance(event, Finished):
                 result = event.result
                 last = shapes.text_chunk(rid, created, model, "", shapes.finish_reason(result.finish_reason))
                 last["timings"] = shapes.timings(result.stats)
@@ -497,7 +476,7 @@ class Api:
                 if parsed.include_usage:
                     last["usage"] = shapes.usage(result.stats)
                 return [sse(last), b"data: [DONE]\n\n"]
-            return [sse(job_error(event).body())]
+            return [sse(failure_error(event.failure).body())]
 
         def whole(result: GenerationResult) -> dict[str, Any]:
             return shapes.text_completion(rid, created, model, result, parsed.mode, parsed.warning)
@@ -522,12 +501,12 @@ class Api:
         model = self.model_id
 
         def render(event: JobEvent) -> list[bytes]:
-            if isinstance(event, JobTokens):
+            if isinstance(event, Tokens):
                 text = event.event.text
                 return [sse({"content": text, "stop": False})] if text else []
-            if isinstance(event, JobFinished):
+            if isinstance(event, Finished):
                 return [sse(shapes.native_final(model, event.result, parsed.mode, parsed.warning, ""))]
-            return [sse(job_error(event).body())]
+            return [sse(failure_error(event.failure).body())]
 
         def whole(result: GenerationResult) -> dict[str, Any]:
             return shapes.native_final(model, result, parsed.mode, parsed.warning, result.text)
@@ -535,6 +514,6 @@ class Api:
         return await self.answer(request, parsed, whole, render)
 
 
-def create_app(broker: EngineBroker, settings: ServerSettings) -> Starlette:
-    return Api(broker, settings).app
+def create_app(supervisor: EngineSupervisor, settings: ServerSettings) -> Starlette:
+    return Api(supervisor, settings).app
 

@@ -12,6 +12,9 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from localchat.host.events import Failure, FailureKind
+from localchat.host.failure_words import Audience, sentence
+
 
 class ApiError(Exception):
     def __init__(
@@ -45,3 +48,35 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
 
 def server_error(message: str, code: str = "engine_error") -> ApiError:
     return ApiError(500, message, type="server_error", code=code)
+
+
+# How each Failure of the engine is answered: HTTP status, OpenAI error type, code. One table for the
+# whole API: decisions read the kind, never the sentence.
+FAILURE_STATUS: dict[FailureKind, tuple[int, str, str]] = {
+    FailureKind.CONTEXT_EXCEEDED: (400, "invalid_request_error", "context_length_exceeded"),
+    FailureKind.INVALID_REQUEST: (400, "invalid_request_error", "invalid_request"),
+    FailureKind.QUEUE_FULL: (429, "rate_limit_error", "queue_full"),
+    FailureKind.NO_MODEL: (503, "unavailable_error", "no_model"),
+    FailureKind.LOAD_FAILED: (503, "unavailable_error", "model_load_failed"),
+    FailureKind.CLOSED: (503, "unavailable_error", "engine_unavailable"),
+    FailureKind.CANCELLED: (503, "unavailable_error", "cancelled"),
+    FailureKind.ENGINE_DIED: (500, "server_error", "engine_died"),
+    FailureKind.HUNG: (500, "server_error", "engine_died"),
+    FailureKind.WORKER_LOST: (500, "server_error", "engine_died"),
+    FailureKind.ENGINE_ERROR: (500, "server_error", "engine_error"),
+    FailureKind.INTERNAL: (500, "server_error", "internal_error"),
+}
+RETRY_AFTER_S = 5  # what a client is told to wait while the engine loads or restarts
+
+
+def failure_error(failure: Failure) -> ApiError:
+    """The ApiError answering an engine ``Failure`` (status and code from FAILURE_STATUS)."""
+    status, kind, code = FAILURE_STATUS[failure.kind]
+    headers: dict[str, str] = {}
+    if failure.kind is FailureKind.QUEUE_FULL:
+        headers["Retry-After"] = str(failure.retry_after_s)
+    elif status == 503:
+        headers["Retry-After"] = str(RETRY_AFTER_S)
+    param = "messages" if failure.kind is FailureKind.CONTEXT_EXCEEDED else None
+    return ApiError(status, sentence(failure, Audience.API), type=kind, param=param, code=code,
+                    headers=headers)

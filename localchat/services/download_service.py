@@ -2,8 +2,8 @@
 
 ``DownloadService.start(entry_id)`` runs ``hub.pull.pull`` in a worker thread
 and returns a job id. Progress, completion and failure reach the GUI thread
-through a queue drained by a QTimer (the GUI thread never waits on the
-network), as signals:
+through services/main_thread.py (the GUI thread never waits on the network),
+as signals:
 
 - ``progress(job, bytes_done, bytes_total)``
 - ``finished(job, target_path, draft_path_or_empty)``
@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
+from localchat.services.main_thread import on_main
 from localchat.services.qt_signals import emit
 
 log = logging.getLogger(__name__)
-
-POLL_MS = 100
 
 
 class DownloadService(QObject):
@@ -59,10 +57,7 @@ class DownloadService(QObject):
         self._cancel: dict[int, threading.Event] = {}
         self._entries: dict[int, str] = {}  # running job -> catalog entry id
         self._workers: dict[int, threading.Thread] = {}
-        self._events: queue.SimpleQueue[tuple[str, int, tuple[Any, ...]]] = queue.SimpleQueue()
-        self._timer = QTimer(self)
-        self._timer.setInterval(POLL_MS)
-        self._timer.timeout.connect(self._on_timer_timeout)
+        self._tell = on_main(self._on_worker_event)  # (kind, job, args) from a worker, on the GUI thread
 
     @property
     def active(self) -> bool:
@@ -88,7 +83,6 @@ class DownloadService(QObject):
         )
         self._workers[job] = worker
         worker.start()
-        self._timer.start()
         return job
 
     def cancel(self, job: object) -> None:
@@ -123,7 +117,7 @@ class DownloadService(QObject):
 
 
         def on_progress(p: Any) -> None:
-            self._events.put(("progress", job, (int(p.bytes_done), int(p.bytes_total))))
+            self._tell("progress", job, (int(p.bytes_done), int(p.bytes_total)))
 
         try:
             catalog = (self._catalog or load_catalog)()
@@ -132,30 +126,23 @@ class DownloadService(QObject):
                               progress=on_progress, cancel=cancel, endpoint=self._endpoint)
         except DownloadError as exc:
             message = "Download cancelled." if cancel.is_set() else str(exc)
-            self._events.put(("failed", job, (message,)))
+            self._tell("failed", job, (message,))
         except KeyError:
-            self._events.put(("failed", job, (f"The catalog has no model called {entry_id!r}.",)))
+            self._tell("failed", job, (f"The catalog has no model called {entry_id!r}.",))
         except Exception as exc:  # a sentence for the user, the details for the log
             log.exception("download %s failed", entry_id)
-            self._events.put(("failed", job, (f"The download failed ({type(exc).__name__}: {exc}).",)))
+            self._tell("failed", job, (f"The download failed ({type(exc).__name__}: {exc}).",))
         else:
             draft = str(result.drafter) if result.drafter else ""
-            self._events.put(("finished", job, (str(result.target), draft)))
+            self._tell("finished", job, (str(result.target), draft))
 
     # -- GUI thread -----------------------------------------------------------------------
 
-    def _on_timer_timeout(self) -> None:
-        while True:
-            try:
-                kind, job, args = self._events.get_nowait()
-            except queue.Empty:
-                break
-            if kind == "progress":
-                emit(self.progress, job, *args)
-            else:
-                self._cancel.pop(job, None)
-                self._entries.pop(job, None)
-                self._workers.pop(job, None)
-                emit(self.finished if kind == "finished" else self.failed, job, *args)
-        if not self._cancel:
-            self._timer.stop()
+    def _on_worker_event(self, kind: str, job: int, args: tuple[Any, ...]) -> None:
+        if kind == "progress":
+            emit(self.progress, job, *args)
+            return
+        self._cancel.pop(job, None)
+        self._entries.pop(job, None)
+        self._workers.pop(job, None)
+        emit(self.finished if kind == "finished" else self.failed, job, *args)

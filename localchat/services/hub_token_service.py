@@ -8,25 +8,23 @@ huggingface-hub's own token file, see there why) for the settings dialog:
 - ``check(token)``: asks the hub's ``whoami`` in a worker thread; the answer
   comes back on the GUI thread as ``checked(ok, sentence)``.
 
-The GUI thread never waits on the network: the worker's answer goes through a
-queue that a QTimer drains, as in DownloadService.
+The GUI thread never waits on the network: the worker's answer comes back
+through services/main_thread.py, as in DownloadService.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from localchat.hub import token as hub_token
 from localchat.hub.errors import DownloadError
+from localchat.services.main_thread import on_main
 from localchat.services.qt_signals import emit
 
 log = logging.getLogger(__name__)
-
-POLL_MS = 50
 
 
 class HubTokenService(QObject):
@@ -35,11 +33,7 @@ class HubTokenService(QObject):
     def __init__(self, *, endpoint: str | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._endpoint = endpoint
-        self._answers: queue.SimpleQueue[tuple[bool, str]] = queue.SimpleQueue()
-        self._timer = QTimer(self)
-        self._timer.setInterval(POLL_MS)
-        self._timer.timeout.connect(self._on_timer_timeout)
-        self._pending = 0
+        self._answer = on_main(self._on_worker_answer)
 
     def stored(self) -> str:
         return hub_token.stored_token()
@@ -60,30 +54,20 @@ class HubTokenService(QObject):
         return ""
 
     def check(self, token: str) -> None:
-        self._pending += 1
         worker = threading.Thread(target=self._run, args=(token,), name="hub-whoami", daemon=True)
         worker.start()
-        self._timer.start()
 
     def _run(self, token: str) -> None:
         try:
             account = hub_token.check_token(token, self._endpoint)
         except DownloadError as exc:
-            self._answers.put((False, str(exc)))
+            self._answer(False, str(exc))
         except Exception as exc:  # a sentence for the user, the details for the log
             log.exception("checking the Hugging Face token failed")
-            self._answers.put((False, f"The token could not be checked ({type(exc).__name__})."))
+            self._answer(False, f"The token could not be checked ({type(exc).__name__}).")
         else:
             role = f" ({account.role} access)" if account.role else ""
-            self._answers.put((True, f"The hub accepted the token: signed in as {account.name}{role}."))
+            self._answer(True, f"The hub accepted the token: signed in as {account.name}{role}.")
 
-    def _on_timer_timeout(self) -> None:
-        while True:
-            try:
-                ok, sentence = self._answers.get_nowait()
-            except queue.Empty:
-                break
-            self._pending -= 1
-            emit(self.checked, ok, sentence)
-        if self._pending <= 0:
-            self._timer.stop()
+    def _on_worker_answer(self, ok: bool, sentence: str) -> None:
+        emit(self.checked, ok, sentence)

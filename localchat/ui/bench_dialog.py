@@ -4,8 +4,8 @@ It shows a table (one row per prompt and mode), two charts (tokens/s per
 prompt and mode; acceptance rate by draft position), saves each run as JSON
 under the user data folder (``benchmarks/<timestamp>.json``) and exports JSON
 or CSV. The measuring happens in a process of its own, driven by a service
-object passed in (services.BenchService, or a stand-in with the same
-signals); this widget only starts, cancels and shows.
+object passed in (services.BenchService, or a stand-in: services.bench_service.BenchPort);
+this widget only starts, cancels and shows.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QButtonGroup,
@@ -63,6 +63,9 @@ from localchat.bench.report import (
 )
 from localchat.engine.stats import combine
 from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
+from localchat.host.events import BenchDone, BenchProgress, Event, Failed, Loaded
+from localchat.host.failure_words import Audience, sentence
+from localchat.services.bench_service import BenchPort
 from localchat.settings import folders
 from localchat.settings.options import DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 from localchat.ui import formatting
@@ -102,7 +105,7 @@ class BenchmarkDialog(QDialog):
 
     def __init__(
         self,
-        service: QObject,
+        service: BenchPort,
         config: ConfigSource = None,
         parent: QWidget | None = None,
         *,
@@ -111,7 +114,7 @@ class BenchmarkDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("benchmark_dialog")
         self.setWindowTitle("Benchmark speculative decoding")
-        self._service: Any = service
+        self._service = service
         self._config_source = config
         self._data_dir = Path(data_dir) if data_dir is not None else None
         self._report = BenchReport()
@@ -258,11 +261,7 @@ class BenchmarkDialog(QDialog):
     def _connect_signals(self) -> None:
         """Every connection this dialog makes, in one place."""
         service = self._service
-        service.loaded.connect(self._on_service_loaded)
-        service.progress.connect(self._on_service_progress)
-        service.finished.connect(self._on_service_finished)
-        service.cancelled.connect(self._on_service_cancelled)
-        service.failed.connect(self._on_service_failed)
+        service.bench_event.connect(self._on_service_bench_event)
         self.run_button.clicked.connect(self._on_run_button_clicked)
         self.cancel_button.clicked.connect(self._on_cancel_button_clicked)
         self.close_button.clicked.connect(self.close)
@@ -431,7 +430,17 @@ class BenchmarkDialog(QDialog):
         if path:
             self._export(self.export_csv, path)
 
-    def _on_service_loaded(self, info: EngineInfo, draft_problem: str) -> None:
+    def _on_service_bench_event(self, event: Event) -> None:
+        if isinstance(event, Loaded):
+            self._loaded(event.info, event.draft_problem)
+        elif isinstance(event, BenchProgress):
+            self._progress(event.done, event.total, event.record)
+        elif isinstance(event, BenchDone):
+            (self._cancelled if event.cancelled else self._finished)(event.report)
+        elif isinstance(event, Failed):
+            self._failed(sentence(event.failure, Audience.BENCH))
+
+    def _loaded(self, info: EngineInfo, draft_problem: str) -> None:
         self._run_meta.update(backend=info.backend, threads=info.n_threads)
         drafter = info.draft.name if info.draft is not None else "no draft model"
         text = f"Loaded {info.target.name} ({drafter}) on {info.backend}; warming up…"
@@ -439,7 +448,7 @@ class BenchmarkDialog(QDialog):
             text = f"{text} {draft_problem}"
         self._show_status(text)
 
-    def _on_service_progress(self, done: int, total: int, record: BenchRecord) -> None:
+    def _progress(self, done: int, total: int, record: BenchRecord) -> None:
         self._report.records.append(record)
         self._total = total
         self.progress_bar.setRange(0, total)
@@ -447,7 +456,7 @@ class BenchmarkDialog(QDialog):
         self._show_status(f"Measured {record.id} with {record.mode}: {record.tokens_per_s:.1f} tokens/s.")
         self._refresh_results()
 
-    def _on_service_finished(self, report: BenchReport) -> None:
+    def _finished(self, report: BenchReport) -> None:
         self._set_running(False)
         self.show_report(report)
         self.progress_bar.setRange(0, max(1, self._total))
@@ -455,7 +464,7 @@ class BenchmarkDialog(QDialog):
         self._show_status(f"Done: {len(report.records)} runs. {self._overall()}".strip())
         self._autosave(complete=True)
 
-    def _on_service_cancelled(self, report: BenchReport) -> None:
+    def _cancelled(self, report: BenchReport) -> None:
         self._set_running(False)
         if len(report.records) >= len(self._report.records):
             self.show_report(report)
@@ -465,7 +474,7 @@ class BenchmarkDialog(QDialog):
         if self._report.records:
             self._autosave(complete=False)
 
-    def _on_service_failed(self, message: str) -> None:
+    def _failed(self, message: str) -> None:
         self._set_running(False)
         self.progress_bar.setRange(0, max(1, self._total))
         self.progress_bar.setValue(len(self._report.records))
@@ -591,7 +600,7 @@ def open_benchmark_dialog(
     parent: QWidget | None,
     config: ConfigSource,
     *,
-    service: QObject | None = None,
+    service: BenchPort | None = None,
     data_dir: Path | str | None = None,
 ) -> BenchmarkDialog:
     """Show the Benchmark dialog (one per parent) for ``config``: the loaded models, or a callable.
@@ -607,13 +616,14 @@ def open_benchmark_dialog(
                 existing.raise_()
                 existing.activateWindow()
                 return existing
+    owned = None
     if service is None:
         from localchat.services.bench_service import BenchService
 
-        service = BenchService()
+        service = owned = BenchService()
     dialog = BenchmarkDialog(service, config, parent, data_dir=data_dir)
-    if service.parent() is None:
-        service.setParent(dialog)
+    if owned is not None:
+        owned.setParent(dialog)
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     dialog.show()
     return dialog

@@ -25,6 +25,8 @@ from PySide6.QtWidgets import QMenu, QTextBrowser, QWidget
 
 from localchat.engine.textruns import concat_runs, flags_from_runs
 from localchat.services.qt_signals import emit
+from localchat.services.shown import ShownMessage
+from localchat.ui import formatting
 from localchat.ui.markdown_render import Colors, mark_drafted, render_message
 
 log = logging.getLogger(__name__)
@@ -39,8 +41,17 @@ class DisplayMessage:
     footer: str = ""  # e.g. the reply's speed, or why it stopped
     drafted: tuple[int, ...] = ()  # which characters came from accepted drafts (engine.textruns)
     label: str = ""  # who wrote a reply: the model's name ("" shows "Assistant")
-    message_id: int | None = None  # the stored row; None for a notice or a reply not yet reloaded
+    message_id: int | None = None  # the stored row; None for a notice or a reply the store did not keep
     variant: tuple[int, int] = (1, 1)  # a reply: which of the answers to its message, of how many
+
+
+def display_message(message: ShownMessage) -> DisplayMessage:
+    """A stored message as the view shows it, with its footer (a reply cut short says so)."""
+    footer = formatting.ended_footer(message.stats, message.finish_reason)
+    if message.role == "assistant" and not message.complete and message.stats is None:
+        footer = "Interrupted."
+    return DisplayMessage(message.role, message.content, footer, message.drafted_runs, message.model,
+                          message.id, message.variant)
 
 
 def palette_colors(palette: QPalette) -> Colors:
@@ -164,10 +175,14 @@ class ChatView(QTextBrowser):
         if not self._redraw_timer.isActive():
             self._redraw_timer.start()
 
-    def end_reply(self, footer: str = "", text: str | None = None, drafted: tuple[int, ...] = ()) -> str:
+    def end_reply(
+        self, footer: str = "", text: str | None = None, drafted: tuple[int, ...] = (),
+        message_id: int | None = None, variant: tuple[int, int] = (1, 1),
+    ) -> str:
         """Turn the streaming reply into a finished message and return its text.
 
-        ``text`` and ``drafted`` replace what streamed in when the engine's final word differs.
+        ``text`` and ``drafted`` replace what streamed in when the engine's final word differs;
+        ``message_id`` and ``variant`` are the stored reply's (delete, copy, switch between answers).
         """
         runs = self._streaming_runs
         if text is None:
@@ -180,7 +195,8 @@ class ChatView(QTextBrowser):
         self._streaming_runs = ()
         self._redraw_timer.stop()
         if text or footer:
-            self._messages.append(DisplayMessage("assistant", text, footer, runs, self._streaming_label))
+            self._messages.append(
+                DisplayMessage("assistant", text, footer, runs, self._streaming_label, message_id, variant))
         self.redraw()
         self._scroll_to_end()
         return text

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from localchat.catalog.sizes import format_bytes
 from localchat.engine.stats import GenerationStats
-from localchat.engine.types import SpeculationState
+from localchat.engine.types import FinishReason, SpeculationState
 
 __all__ = ["format_bytes"]  # the one byte formatter (catalog.sizes), re-exported for the widgets
 
@@ -123,3 +123,13 @@ def reading_short(done: int, total: int) -> str:
 
 def context_text(used: int, limit: int) -> str:
     return f"Context {used:,} / {limit:,}" if limit else f"Context {used:,}"
+
+
+def ended_footer(stats: GenerationStats | None, reason: FinishReason | None) -> str:
+    """A finished reply's footer: its speed, after why it ended early ("Stopped.", "Cut off...")."""
+    text = reply_footer(stats) if stats is not None else ""
+    if reason is FinishReason.CANCELLED:
+        return "Stopped. " + text
+    if reason is FinishReason.LENGTH:
+        return "Cut off at the length limit. " + text
+    return text

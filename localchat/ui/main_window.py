@@ -1,43 +1,49 @@
 """The main window: conversations on the left, the chat in the middle, the status bar below.
 
 The window is layout and slots. The conversation's life (send, regenerate,
-edit, stop, what is stored and when, the engine's restart after a crash)
-belongs to services.ChatSession; the window asks it and shows what its
-signals say.
+edit, stop, what is stored and when) belongs to services.ChatSession; the
+engine's state and every job's progress come from the EnginePort (one typed
+engine, the same objects the engine process sent). The window shows what
+their signals say and words failures through host/failure_words.py.
 """
 
 from __future__ import annotations
 
-import html
 import logging
-from collections.abc import Callable
-from pathlib import Path
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
+from PySide6.QtCore import QByteArray, QSize, Qt, Signal
+from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QFileDialog,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
     QMainWindow,
     QMessageBox,
-    QPushButton,
     QSplitter,
     QStackedWidget,
-    QVBoxLayout,
     QWidget,
 )
 
-from localchat.engine.types import EngineInfo, FinishReason, TokenEvent
-from localchat.services.chat_session import CHAT_OPTIONS, ChatSession, ReplyEnd, ShownMessage
+from localchat.engine.types import EngineInfo
+from localchat.host.events import EngineState, Phase
+from localchat.host.failure_words import Audience, dropped_workers_sentence, sentence
+from localchat.services.chat_options import CHAT_OPTIONS
+from localchat.services.chat_session import ChatSession
+from localchat.services.engine_port import EnginePort
 from localchat.services.requests import build_engine_config
-from localchat.settings import OPTIONS, folders
+from localchat.services.shown import ReplyEnd, ReplyStart
+from localchat.settings import OPTIONS
 from localchat.ui import formatting
+from localchat.ui.chat_page import ChatPage
 from localchat.ui.chat_settings_dialog import ChatSettingsDialog
-from localchat.ui.chat_view import ChatView, DisplayMessage
-from localchat.ui.composer import Composer
+from localchat.ui.chat_view import display_message
+from localchat.ui.dialogs import (
+    ask_delete_following,
+    ask_export_path,
+    ask_model_file,
+    history_recovered_dialog,
+    open_log_folder,
+)
+from localchat.ui.menus import WindowMenus
 from localchat.ui.settings_dialog import SettingsDialog, TokenKeeper
 from localchat.ui.sidebar import ConversationItem, ConversationSidebar
 from localchat.ui.status_bar import SpeculationStatusBar
@@ -59,77 +65,37 @@ STARTER_DESCRIPTION = (
 
 
 class MainWindow(QMainWindow):
-    """Chat window. ``session`` and ``settings`` are passed in by app.py."""
+    """Chat window. ``session``, ``settings`` and ``engine`` are passed in by app.py."""
 
     model_manager_requested = Signal()
     starter_requested = Signal()
-    suggested_model_requested = Signal(str)  # a catalog entry id the window suggested
 
     def __init__(
-        self,
-        session: ChatSession,
-        settings: SettingsService,
-        *,
-        memory_probe: Callable[[], int | None] | None = None,
+        self, session: ChatSession, settings: SettingsService, engine: EnginePort,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("main_window")
         self.setWindowTitle("localchat")
         self.session = session
+        self.engine = engine
         self._settings = settings
         self._search = ""
-        self._suggested = ""  # the catalog entry the suggestion line offers
+        self._phase = engine.state.phase
         self.history_dialog: QMessageBox | None = None
         self.hub_token: TokenKeeper | None = None  # the Settings dialog's Hugging Face tab, set by app.py
 
         self.sidebar = ConversationSidebar(self)
-        self.chat_view = ChatView(self)
-        self.chat_view.set_placeholder("Type a message below to start.")
-        self.composer = Composer(self)
-        self.system_prompt = QLineEdit(self)
-        self.system_prompt.setObjectName("system_prompt")
-        self.system_prompt.setPlaceholderText("System prompt for this chat (optional)")
-        self.send_button = QPushButton("Send", self)
-        self.stop_button = QPushButton("Stop", self)
-        self.stop_button.setToolTip("Stop the reply (Esc)")
-        self.regenerate_button = QPushButton("Regenerate", self)
-        self.edit_button = QPushButton("Edit last message", self)
-        self.notice = QLabel("", self)
-        self.notice.setObjectName("notice")
-        self.notice.setWordWrap(True)
-        self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.notice.hide()
-        # A bigger starter model that suits this computer better (services.StarterAdvisor), with a link
-        # that opens the model manager on it; "Not now" hides it.
-        self.suggestion = QLabel("", self)
-        self.suggestion.setObjectName("suggestion")
-        self.suggestion.setWordWrap(True)
-        self.suggestion.setTextFormat(Qt.TextFormat.RichText)
-        self.suggestion.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
-        self.suggestion.setOpenExternalLinks(False)
-        self.suggestion.hide()
+        page = ChatPage(self)
+        self.chat_view, self.composer, self.system_prompt = page.chat_view, page.composer, page.system_prompt
+        self.notice, self.suggestion, self._page = page.notice, page.suggestion, page
+        self.send_button, self.stop_button = page.send_button, page.stop_button
+        self.regenerate_button, self.edit_button = page.regenerate_button, page.edit_button
         self.welcome = WelcomePanel(STARTER_DESCRIPTION, self)
-        self.status = SpeculationStatusBar(memory_probe, self)
+        self.status = SpeculationStatusBar(engine.memory_bytes, self)
         self.setStatusBar(self.status)
-
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.edit_button)
-        buttons.addWidget(self.regenerate_button)
-        buttons.addStretch(1)
-        buttons.addWidget(self.stop_button)
-        buttons.addWidget(self.send_button)
-        chat_page = QWidget(self)
-        chat_layout = QVBoxLayout(chat_page)
-        chat_layout.setContentsMargins(6, 6, 6, 0)
-        chat_layout.addWidget(self.system_prompt)
-        chat_layout.addWidget(self.chat_view, 1)
-        chat_layout.addWidget(self.notice)
-        chat_layout.addWidget(self.suggestion)
-        chat_layout.addWidget(self.composer)
-        chat_layout.addLayout(buttons)
         self.pages = QStackedWidget(self)
-        self.pages.addWidget(chat_page)
+        self.pages.addWidget(page)
         self.pages.addWidget(self.welcome)
         self.splitter = QSplitter(self)
         self.splitter.addWidget(self.sidebar)
@@ -138,9 +104,10 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([240, 900])
         self.setCentralWidget(self.splitter)
 
-        self._build_menus()
+        self.menus = WindowMenus(self, self._settings.speculation)
+        self.menus.name_shortcuts(self.regenerate_button, self.edit_button, self.sidebar.new_button,
+                                  self.sidebar.search)
         self.stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
-        self._name_shortcuts()
         self.status.set_speculation_enabled(self._settings.speculation)
         self.chat_view.set_colour_drafted(self._settings.colour_accepted_tokens)
         apply_theme(self._settings.theme)
@@ -150,152 +117,63 @@ class MainWindow(QMainWindow):
         self._refresh_conversations()
         self._update_buttons()
 
-    # -- construction -----------------------------------------------------------------
-
-    def _on_log_folder_action_triggered(self) -> None:
-        folder = folders.log_dir()
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            self._show_notice(f"The log folder {folder} cannot be created ({exc.strerror or exc}).")
-            return
-        if not QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))):
-            self._show_notice(f"The log folder is {folder} (no file manager could open it).")
-
-    def _build_menus(self) -> None:
-        file_menu = self.menuBar().addMenu("&Chat")
-        # Standard keys where Qt has one (each platform's own), the usual chat-app keys elsewhere;
-        # every shortcut is on a menu action, so the menus show it.
-        self.new_action = QAction("New chat", self)
-        self.new_action.setShortcut(QKeySequence.StandardKey.New)
-        file_menu.addAction(self.new_action)
-        self.search_action = QAction("Search chats", self)
-        self.search_action.setShortcut(QKeySequence.StandardKey.Find)
-        file_menu.addAction(self.search_action)
-        file_menu.addSeparator()
-        self.regenerate_action = QAction("Regenerate reply", self)
-        self.regenerate_action.setShortcut(QKeySequence("Ctrl+R"))
-        file_menu.addAction(self.regenerate_action)
-        self.edit_action = QAction("Edit last message", self)
-        self.edit_action.setShortcut(QKeySequence("Ctrl+E"))
-        self.edit_action.setToolTip("Also Up in an empty message box")
-        file_menu.addAction(self.edit_action)
-        file_menu.addSeparator()
-        self.chat_settings_action = QAction("Chat settings…", self)
-        self.chat_settings_action.setToolTip("This chat's own temperature and reply length")
-        file_menu.addAction(self.chat_settings_action)
-        file_menu.addSeparator()
-        self.export_markdown_action = QAction("Export chat as Markdown…", self)
-        self.export_json_action = QAction("Export chat as JSON…", self)
-        file_menu.addAction(self.export_markdown_action)
-        file_menu.addAction(self.export_json_action)
-        file_menu.addSeparator()
-        self.quit_action = QAction("Quit", self)
-        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
-        file_menu.addAction(self.quit_action)
-        model_menu = self.menuBar().addMenu("&Models")
-        self.open_model_action = QAction("Open a GGUF file…", self)
-        self.manager_action = QAction("Model manager…", self)
-        model_menu.addAction(self.open_model_action)
-        model_menu.addAction(self.manager_action)
-        self.benchmark_action = QAction("Benchmark…", self)
-        model_menu.addAction(self.benchmark_action)
-        model_menu.addSeparator()
-        self.speculation_action = QAction("Speculative decoding", self)
-        self.speculation_action.setCheckable(True)
-        self.speculation_action.setChecked(self._settings.speculation)
-        self.speculation_action.setShortcut(QKeySequence("Ctrl+Shift+S"))
-        model_menu.addAction(self.speculation_action)
-        settings_menu = self.menuBar().addMenu("&Settings")
-        self.settings_action = QAction("Settings…", self)
-        self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
-        settings_menu.addAction(self.settings_action)
-        help_menu = self.menuBar().addMenu("&Help")
-        self.log_folder_action = QAction("Open log folder", self)
-        self.log_folder_action.setToolTip("Where engine.log is: attach it to a bug report")
-        help_menu.addAction(self.log_folder_action)
-
-    def _name_shortcuts(self) -> None:
-        """Say each button's key in its tooltip, as the menus show them."""
-        for button, action, text in (
-            (self.regenerate_button, self.regenerate_action, "Write the last reply again"),
-            (self.edit_button, self.edit_action, "Change your last message and send it again"),
-        ):
-            key = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
-            button.setToolTip(f"{text} ({key})")
-        new_key = self.new_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
-        self.sidebar.new_button.setToolTip(f"Start a new conversation ({new_key})")
-        find_key = self.search_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
-        self.sidebar.search.setPlaceholderText(f"Search chats ({find_key})")
-
     def _connect_signals(self) -> None:
         """Every connection this window makes, in one place."""
-        session = self.session
-        self.log_folder_action.triggered.connect(self._on_log_folder_action_triggered)
-        session.conversations_changed.connect(self._on_session_conversations_changed)
+        session, menus = self.session, self.menus
+        session.conversations_changed.connect(self._refresh_conversations)
         session.reply_started.connect(self._on_session_reply_started)
         session.text_streamed.connect(self._on_session_text_streamed)
         session.reply_finished.connect(self._on_session_reply_finished)
-        session.notice.connect(self._on_session_notice)
-        session.model_loading.connect(self._on_session_model_loading)
-        session.model_loaded.connect(self._on_session_model_loaded)
-        session.model_load_failed.connect(self._on_session_model_load_failed)
-        session.engine_stopped.connect(self._on_session_engine_stopped)
+        session.notice.connect(self.show_notice)
+        self.engine.state_changed.connect(self._on_engine_state_changed)
+        self.engine.job_event.connect(self.status.show_job_event)
 
-        self.sidebar.new_requested.connect(self._on_sidebar_new_requested)
+        self.sidebar.new_requested.connect(self.new_conversation)
         self.sidebar.conversation_selected.connect(self._on_sidebar_conversation_selected)
-        self.sidebar.rename_requested.connect(self._on_sidebar_rename_requested)
+        self.sidebar.rename_requested.connect(session.rename)
         self.sidebar.delete_requested.connect(self._on_sidebar_delete_requested)
         self.sidebar.search_changed.connect(self._on_sidebar_search_changed)
-        self.sidebar.export_requested.connect(self._on_sidebar_export_requested)
+        self.sidebar.export_requested.connect(self.export_conversation)
 
-        self.composer.submitted.connect(self._on_composer_submitted)
-        self.send_button.clicked.connect(self._on_send_button_clicked)
-        self.stop_button.clicked.connect(self._on_stop_button_clicked)
-        self.regenerate_button.clicked.connect(self._on_regenerate_button_clicked)
-        self.edit_button.clicked.connect(self._on_edit_button_clicked)
-        self.system_prompt.editingFinished.connect(self._on_system_prompt_editing_finished)
-        self.chat_view.code_copied.connect(self._on_chat_view_code_copied)
-        self.chat_view.message_copied.connect(self._on_chat_view_message_copied)
-        self.chat_view.delete_requested.connect(self._on_chat_view_delete_requested)
+        self.composer.submitted.connect(self.send_message)
+        self.composer.edit_last_requested.connect(self.edit_last)
+        self.send_button.clicked.connect(self.composer.submit)
+        self.stop_button.clicked.connect(session.cancel)
+        self.regenerate_button.clicked.connect(session.regenerate)
+        self.edit_button.clicked.connect(self.edit_last)
+        self.system_prompt.editingFinished.connect(
+            lambda: self.session.set_system_prompt(self.system_prompt.text()))
+        self.chat_view.code_copied.connect(lambda _code: self.status.flash("Code copied"))
+        self.chat_view.message_copied.connect(lambda _text: self.status.flash("Message copied"))
+        self.chat_view.delete_requested.connect(self.delete_message)
         self.chat_view.variant_requested.connect(self._on_chat_view_variant_requested)
-        self.chat_view.edit_requested.connect(self._on_chat_view_edit_requested)
-        self.status.speculation_toggled.connect(self._on_status_speculation_toggled)
+        self.chat_view.edit_requested.connect(self.edit_message)
+        self.status.speculation_toggled.connect(self._on_speculation_toggled)
         settings: Any = self._settings
         settings.changed.connect(self._on_settings_changed)
-        settings.save_failed.connect(self._on_settings_save_failed)
+        settings.save_failed.connect(self.show_notice)
 
         self.welcome.starter_requested.connect(self.starter_requested)
-        self.suggestion.linkActivated.connect(self._on_suggestion_link_activated)
         self.welcome.catalog_requested.connect(self.model_manager_requested)
         self.welcome.import_requested.connect(self._on_open_model_action_triggered)
 
-        self.new_action.triggered.connect(self._on_sidebar_new_requested)
-        self.quit_action.triggered.connect(self.close)
-        self.export_markdown_action.triggered.connect(self._on_export_markdown_action_triggered)
-        self.chat_settings_action.triggered.connect(self._on_chat_settings_action_triggered)
-        self.export_json_action.triggered.connect(self._on_export_json_action_triggered)
-        self.open_model_action.triggered.connect(self._on_open_model_action_triggered)
-        self.manager_action.triggered.connect(self.model_manager_requested)
-        self.benchmark_action.triggered.connect(self._on_benchmark_action_triggered)
-        self.settings_action.triggered.connect(self._on_settings_action_triggered)
+        menus.new_action.triggered.connect(self.new_conversation)
+        menus.quit_action.triggered.connect(self.close)
+        menus.export_markdown_action.triggered.connect(partial(self.export_current, "markdown"))
+        menus.export_json_action.triggered.connect(partial(self.export_current, "json"))
+        menus.chat_settings_action.triggered.connect(self._on_chat_settings_action_triggered)
+        menus.open_model_action.triggered.connect(self._on_open_model_action_triggered)
+        menus.manager_action.triggered.connect(self.model_manager_requested)
+        menus.benchmark_action.triggered.connect(self._on_benchmark_action_triggered)
+        menus.settings_action.triggered.connect(self._on_settings_action_triggered)
+        menus.log_folder_action.triggered.connect(lambda: self.show_notice(open_log_folder()))
+        menus.search_action.triggered.connect(self._on_search_action_triggered)
+        menus.regenerate_action.triggered.connect(session.regenerate)
+        menus.edit_action.triggered.connect(self.edit_last)
+        menus.speculation_action.toggled.connect(self._on_speculation_toggled)
         self.stop_shortcut.activated.connect(self._on_stop_shortcut_activated)
-        self.search_action.triggered.connect(self._on_search_action_triggered)
-        self.regenerate_action.triggered.connect(self._on_regenerate_button_clicked)
-        self.edit_action.triggered.connect(self._on_edit_button_clicked)
-        self.composer.edit_last_requested.connect(self._on_edit_button_clicked)
-        self.speculation_action.toggled.connect(self._on_speculation_action_toggled)
-
-    def _on_benchmark_action_triggered(self) -> None:
-        from localchat.ui.bench_dialog import open_benchmark_dialog
-
-        open_benchmark_dialog(self, lambda: self.session.engine_config)
 
     # -- public -----------------------------------------------------------------------
-
-    @property
-    def conversation_id(self) -> int | None:
-        return self.session.current_id
 
     @property
     def generating(self) -> bool:
@@ -303,7 +181,7 @@ class MainWindow(QMainWindow):
 
     @property
     def engine_info(self) -> EngineInfo | None:
-        return self.session.engine_info
+        return self.engine.state.info
 
     def show_welcome(self, show: bool) -> None:
         page = self.welcome if show else self.pages.widget(0)
@@ -312,12 +190,11 @@ class MainWindow(QMainWindow):
 
     def show_history_recovered(self, headline: str, details: str) -> None:
         """Say, in a dialog that does not block, that the chat history was set aside and where it is."""
-        box = QMessageBox(QMessageBox.Icon.Warning, "Chat history set aside", headline, parent=self)
-        box.setInformativeText(details)
-        box.setObjectName("history_dialog")
-        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.history_dialog = box
-        box.open()
+        self.history_dialog = history_recovered_dialog(self, headline, details)
+
+    def show_notice(self, text: str) -> None:
+        """One sentence under the chat (an error, or what just happened); empty hides it."""
+        self._page.show_notice(text)
 
     def load_model(self, target_path: str, draft_path: str | None = None) -> None:
         """Ask the engine to load ``target_path`` (with a drafter); the window stays usable."""
@@ -329,19 +206,23 @@ class MainWindow(QMainWindow):
         if self.session.send(text):
             self.composer.clear()
 
-    def stop(self) -> None:
-        self.session.cancel()
-
-    def regenerate(self) -> None:
-        self.session.regenerate()
-
     def edit_last(self) -> None:
         text = self.session.edit_last()
+        self._edit(text, "Editing your last message: send it to replace it and its reply.")
+
+    def edit_message(self, message_id: int) -> None:
+        """Put one of the user's messages in the box; sending it continues the chat from there."""
+        text = self.session.edit_message(message_id)
+        if text is None and self.generating:
+            self.show_notice("Wait for the reply, or stop it, before editing a message.")
+        self._edit(text, "Editing your message: send it to replace it and all after it (Esc cancels).")
+
+    def _edit(self, text: str | None, notice: str) -> None:
         if text is None:
             return
         self.composer.setPlainText(text)
         self.composer.setFocus()
-        self._show_notice("Editing your last message: send it to replace it and its reply.")
+        self.show_notice(notice)
 
     def new_conversation(self) -> None:
         self.session.new_conversation()
@@ -351,85 +232,107 @@ class MainWindow(QMainWindow):
         self.composer.setFocus()
         self._update_buttons()
 
-    # -- session slots ----------------------------------------------------------------
+    def export_conversation(self, conversation_id: int, kind: str) -> None:
+        """Ask where to write the chat, then write it; the outcome is one sentence under the chat."""
+        title = self.session.conversation(conversation_id).title
+        target = ask_export_path(self, title, kind)
+        if target is not None:
+            problem = self.session.export(conversation_id, kind, target)
+            self.show_notice(problem or f"Exported “{title}” to {target}.")
 
-    def _on_session_conversations_changed(self) -> None:
-        self._refresh_conversations()
+    def export_current(self, kind: str) -> None:
+        if self.session.current_id is not None:
+            self.export_conversation(self.session.current_id, kind)
 
-    def _on_session_reply_started(self, conversation_id: int) -> None:
-        self._show_conversation(conversation_id)
+    def delete_message(self, message_id: int) -> None:
+        """Delete a reply at once; for one of the user's messages, ask whether what follows goes too."""
+        shown = [m for m in self.chat_view.messages if m.message_id == message_id]
+        with_following: bool | None = False
+        if shown and shown[0].role == "user" and self.session.has_messages_after(message_id):
+            with_following = ask_delete_following(self)
+        if with_following is None:
+            return
+        if self.session.delete_message(message_id, with_following=with_following):
+            self._show_current()
+            self._update_buttons()
+
+    def chat_settings_dialog(self, conversation_id: int) -> ChatSettingsDialog:
+        """The Chat settings dialog of one chat, filled in (the caller runs it)."""
+        app = {name: self._settings.get(name) for name in CHAT_OPTIONS}
+        return ChatSettingsDialog(self.session.conversation(conversation_id).title,
+                                  self.session.options.values(conversation_id), app, self)
+
+    def apply_settings(self, changed: dict[str, Any]) -> None:
+        """Save what the settings dialog changed; a bad value is one sentence and keeps the old one."""
+        try:
+            self._settings.set_many(changed)
+        except ValueError as exc:
+            self.show_notice(str(exc))
+            return
+        restart = [o.label for o in OPTIONS if o.name in changed and o.needs_restart]
+        if restart and self.engine.state.info is not None:
+            self.show_notice(f"{', '.join(restart)}: takes effect when a model is next loaded.")
+
+    # -- session and engine slots -----------------------------------------------------
+
+    def _on_session_reply_started(self, start: ReplyStart) -> None:
+        if start.user_message is not None and start.conversation_id == self.session.current_id and (
+                self.chat_view.messages or self.chat_view.streaming_text is not None):
+            self.chat_view.add_message(display_message(start.user_message))
+            self.chat_view.begin_reply(self.session.target_name or "Assistant")
+        else:
+            self._show_conversation(start.conversation_id)
         self.status.generation_started()
-        self._show_notice("")
+        self.show_notice("")
         self._update_buttons()
 
-    def _on_session_text_streamed(
-        self, conversation_id: int, event: TokenEvent, runs: tuple[int, ...]
-    ) -> None:
-        if conversation_id == self.session.current_id:
-            if event.prompt_progress is not None and not event.text:
-                done, total, elapsed = event.prompt_progress
-                self.chat_view.set_reading(formatting.reading_text(done, total, elapsed))
-            else:
-                self.chat_view.append_reply(event.text, runs)
-        self.status.show_progress(event)
+    def _on_session_text_streamed(self, conversation_id: int, event: Any, runs: tuple[int, ...]) -> None:
+        if conversation_id != self.session.current_id:
+            return
+        if event.prompt_progress is not None and not event.text:
+            self.chat_view.set_reading(formatting.reading_text(*event.prompt_progress))
+        else:
+            self.chat_view.append_reply(event.text, runs)
 
     def _on_session_reply_finished(self, end: ReplyEnd) -> None:
         result = end.result
         footer = "Interrupted." if result is None and end.sentence else ""
         if result is not None:
-            footer = formatting.reply_footer(result.stats)
-            if result.finish_reason is FinishReason.CANCELLED:
-                footer = "Stopped. " + footer
-            elif result.finish_reason is FinishReason.LENGTH:
-                footer = "Cut off at the length limit. " + footer
+            footer = formatting.ended_footer(result.stats, result.finish_reason)
         if end.conversation_id == self.session.current_id:
-            self.chat_view.end_reply(footer, end.text, end.drafted_runs)
-            # Read back from the store, so the reply has its id (delete, answers to switch between),
-            # unless the store could not keep it: then the text the user saw stays on screen.
-            stored = self.session.messages(end.conversation_id)
-            if not end.text.strip() or (stored and stored[-1].content == end.text):
-                self._show_conversation(end.conversation_id)
+            self.chat_view.end_reply(footer, end.text, end.drafted_runs, end.message_id, end.variant)
         else:
             self.chat_view.end_reply()
-            if self.session.current_id is not None:
-                self._show_conversation(self.session.current_id)
-        self.status.generation_finished(result)
+            self._show_current()
         notices = [end.sentence]
         if result is not None and result.speculation.paused and self.status.speculation_enabled:
             notices.append(formatting.paused_sentence(result.speculation.speedup))
         elif result is not None and result.speculation.active and self.status.speculation_enabled:
             notices.append(result.speculation.reason)  # why it drafts by lookup alone, if it does
-        self._show_notice(" ".join(n for n in notices if n))
+        self.show_notice(" ".join(n for n in notices if n))
         self._update_buttons()
 
-    def _on_session_notice(self, sentence: str) -> None:
-        self._show_notice(sentence)
-
-    def _on_session_model_loading(self, name: str) -> None:
-        self.show_welcome(False)
-        self.status.show_loading(name)
-        self._show_notice("")
-
-    def _on_session_model_loaded(self, info: EngineInfo) -> None:
-        self.status.show_engine_info(info, self.session.target_name, self.session.draft_name)
-        self.show_welcome(False)
-        self._update_buttons()
-
-    def _on_session_model_load_failed(self, sentence: str) -> None:
-        self.status.show_no_model()
-        self._show_notice(sentence)
-        self.welcome.show_message(sentence)
-        self._update_buttons()
-
-    def _on_session_engine_stopped(self, sentence: str) -> None:
-        self.status.engine_stopped()
-        self._show_notice(sentence)
+    def _on_engine_state_changed(self, state: EngineState) -> None:
+        config = state.config
+        name = self.session.target_name or (self.session.model_name(config.target_path) if config else "")
+        self.status.show_state(state, name, self.session.draft_name)
+        changed, self._phase = state.phase is not self._phase, state.phase
+        if state.phase is Phase.LOADING:
+            self.show_welcome(False)
+            if state.dropped_workers:
+                self.show_notice(dropped_workers_sentence(state.dropped_workers))
+            elif changed and state.failure is None:
+                self.show_notice("")
+        elif changed and state.failure is not None and state.phase in (Phase.FAILED, Phase.STOPPED):
+            words = sentence(state.failure, Audience.WINDOW, log_path=self.engine.log_path)
+            self.show_notice(words)
+            if state.phase is Phase.FAILED:
+                self.welcome.show_message(words)
+        elif state.phase is Phase.READY:
+            self.show_welcome(False)
         self._update_buttons()
 
     # -- widget slots -----------------------------------------------------------------
-
-    def _on_sidebar_new_requested(self) -> None:
-        self.new_conversation()
 
     def _on_sidebar_conversation_selected(self, conversation_id: int) -> None:
         if conversation_id == self.session.current_id:
@@ -437,9 +340,6 @@ class MainWindow(QMainWindow):
         self.session.select(conversation_id)
         self._show_conversation(conversation_id)
         self._update_buttons()
-
-    def _on_sidebar_rename_requested(self, conversation_id: int, title: str) -> None:
-        self.session.rename(conversation_id, title)
 
     def _on_sidebar_delete_requested(self, conversation_id: int) -> None:
         shown = conversation_id == self.session.current_id
@@ -450,17 +350,6 @@ class MainWindow(QMainWindow):
         self._search = text
         self._refresh_conversations()
 
-    def _on_sidebar_export_requested(self, conversation_id: int, kind: str) -> None:
-        self.export_conversation(conversation_id, kind)
-
-    def _on_export_markdown_action_triggered(self) -> None:
-        if self.session.current_id is not None:
-            self.export_conversation(self.session.current_id, "markdown")
-
-    def _on_export_json_action_triggered(self) -> None:
-        if self.session.current_id is not None:
-            self.export_conversation(self.session.current_id, "json")
-
     def _on_chat_settings_action_triggered(self) -> None:
         cid = self.session.current_id
         if cid is None:
@@ -470,129 +359,35 @@ class MainWindow(QMainWindow):
             self.session.set_chat_options(cid, dialog.values())
         dialog.deleteLater()
 
-    def chat_settings_dialog(self, conversation_id: int) -> ChatSettingsDialog:
-        """The Chat settings dialog of one chat, filled in (the caller runs it)."""
-        app = {name: self._settings.get(name) for name in CHAT_OPTIONS}
-        return ChatSettingsDialog(
-            self.session.conversation(conversation_id).title,
-            self.session.chat_options(conversation_id),
-            app,
-            self,
-        )
-
-    def export_conversation(self, conversation_id: int, kind: str) -> None:
-        """Ask where to write the chat, then write it; the outcome is one sentence under the chat."""
-        title = self.session.conversation(conversation_id).title
-        suffix, filter_text = (".md", "Markdown (*.md)") if kind == "markdown" else (".json", "JSON (*.json)")
-        name = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in title).strip() or "chat"
-        path, _ = QFileDialog.getSaveFileName(
-            self, "Export chat", str(Path.home() / f"{name}{suffix}"), f"{filter_text};;All files (*)"
-        )
-        if not path:
-            return
-        target = Path(path)
-        if not target.suffix:
-            target = target.with_suffix(suffix)
-        problem = self.session.export(conversation_id, kind, target)
-        self._show_notice(problem or f"Exported “{title}” to {target}.")
-
-    def _on_composer_submitted(self, text: str) -> None:
-        self.send_message(text)
-
-    def _on_send_button_clicked(self) -> None:
-        self.composer.submit()
-
-    def _on_stop_button_clicked(self) -> None:
-        self.stop()
-
     def _on_stop_shortcut_activated(self) -> None:
         if self.generating:
-            self.stop()
+            self.session.cancel()
         elif self.session.editing:
             self.session.stop_editing()
             self.composer.clear()
-            self._show_notice("")
-
-    def _on_regenerate_button_clicked(self) -> None:
-        self.regenerate()
-
-    def _on_edit_button_clicked(self) -> None:
-        self.edit_last()
-
-    def _on_system_prompt_editing_finished(self) -> None:
-        self.session.set_system_prompt(self.system_prompt.text())
-
-    def _on_chat_view_code_copied(self, _code: str) -> None:
-        self.status.flash("Code copied")
-
-    def _on_chat_view_message_copied(self, _text: str) -> None:
-        self.status.flash("Message copied")
-
-    def _on_chat_view_delete_requested(self, message_id: int) -> None:
-        self.delete_message(message_id)
-
-    def _on_chat_view_edit_requested(self, message_id: int) -> None:
-        self.edit_message(message_id)
-
-    def edit_message(self, message_id: int) -> None:
-        """Put one of the user's messages in the box; sending it continues the chat from there."""
-        text = self.session.edit_message(message_id)
-        if text is None:
-            if self.generating:
-                self._show_notice("Wait for the reply, or stop it, before editing a message.")
-            return
-        self.composer.setPlainText(text)
-        self.composer.setFocus()
-        self._show_notice("Editing your message: send it to replace it and all after it (Esc cancels).")
+            self.show_notice("")
 
     def _on_chat_view_variant_requested(self, message_id: int, step: int) -> None:
-        cid = self.session.current_id
-        if self.session.switch_variant(message_id, step) and cid is not None:
-            self._show_conversation(cid)
-
-    def delete_message(self, message_id: int) -> None:
-        """Delete a reply at once; for one of the user's messages, ask whether what follows goes too."""
-        shown = [m for m in self.chat_view.messages if m.message_id == message_id]
-        with_following = False
-        if shown and shown[0].role == "user" and self.session.has_messages_after(message_id):
-            box = QMessageBox(
-                QMessageBox.Icon.Question,
-                "Delete message",
-                "Delete this message only, or also everything after it?",
-                parent=self,
-            )
-            box.setObjectName("delete_message_dialog")
-            box.setInformativeText("The replies after it answered it; this cannot be undone.")
-            following = box.addButton("Delete it and what follows", QMessageBox.ButtonRole.DestructiveRole)
-            only = box.addButton("Delete this message only", QMessageBox.ButtonRole.AcceptRole)
-            box.addButton(QMessageBox.StandardButton.Cancel)
-            box.exec()
-            if box.clickedButton() not in (following, only):
-                return
-            with_following = box.clickedButton() is following
-        if self.session.delete_message(message_id, with_following=with_following):
-            cid = self.session.current_id
-            if cid is not None:
-                self._show_conversation(cid)
-            self._update_buttons()
+        if self.session.switch_variant(message_id, step):
+            self._show_current()
 
     def _on_search_action_triggered(self) -> None:
         self.sidebar.search.setFocus()
         self.sidebar.search.selectAll()
 
-    def _on_speculation_action_toggled(self, enabled: bool) -> None:
+    def _on_speculation_toggled(self, enabled: bool) -> None:
         if enabled != self._settings.speculation:
             self._settings.set("speculation", enabled)
 
-    def _on_status_speculation_toggled(self, enabled: bool) -> None:
-        self._settings.set("speculation", enabled)
-
     def _on_open_model_action_triggered(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Open a GGUF model", str(Path.home()), "GGUF models (*.gguf);;All files (*)"
-        )
+        path = ask_model_file(self)
         if path:
             self.load_model(path)
+
+    def _on_benchmark_action_triggered(self) -> None:
+        from localchat.ui.bench_dialog import open_benchmark_dialog
+
+        open_benchmark_dialog(self, lambda: self.engine.state.config)
 
     def _on_settings_action_triggered(self) -> None:
         values = {o.name: self._settings.get(o.name) for o in OPTIONS}
@@ -600,76 +395,36 @@ class MainWindow(QMainWindow):
         if dialog.exec():
             self.apply_settings(dialog.changed_values())
 
-    def apply_settings(self, changed: dict[str, Any]) -> None:
-        """Save what the settings dialog changed; a bad value is one sentence and keeps the old one."""
-        try:
-            self._settings.set_many(changed)
-        except ValueError as exc:
-            self._show_notice(str(exc))
-            return
-        restart = [o.label for o in OPTIONS if o.name in changed and o.needs_restart]
-        if restart and self.session.engine_info is not None:
-            self._show_notice(f"{', '.join(restart)}: takes effect when a model is next loaded.")
-
     def _on_settings_changed(self, name: str, value: object) -> None:
         if name == "speculation":
             self.status.set_speculation_enabled(bool(value))
-            self.speculation_action.setChecked(bool(value))
+            self.menus.speculation_action.setChecked(bool(value))
         elif name == "colour_accepted_tokens":
             self.chat_view.set_colour_drafted(bool(value))
         elif name == "theme":
             apply_theme(str(value))
 
-    def _on_settings_save_failed(self, sentence: str) -> None:
-        self._show_notice(sentence)
-
     # -- helpers ----------------------------------------------------------------------
 
-    def _model_label(self) -> str:
-        return self.session.target_name or "Assistant"
-
-    def show_suggestion(self, sentence: str, entry_id: str, name: str) -> None:
-        """Offer a model that suits this computer better: the sentence, "Get NAME" and "Not now"."""
-        self._suggested = entry_id
-        self.suggestion.setText(
-            f"{html.escape(sentence)} <a href=\"get\">Get {html.escape(name)}</a> · "
-            f"<a href=\"dismiss\">Not now</a>"
-        )
-        self.suggestion.setToolTip(sentence)
-        self.suggestion.show()
-
-    def _on_suggestion_link_activated(self, link: str) -> None:
-        self.suggestion.hide()
-        if link == "get" and self._suggested:
-            self.suggested_model_requested.emit(self._suggested)
-
-    def show_notice(self, text: str) -> None:
-        """One sentence under the chat (an error, or what just happened); empty hides it."""
-        self._show_notice(text)
-
-    def _show_notice(self, text: str) -> None:
-        self.notice.setText(text)
-        self.notice.setVisible(bool(text))
-
     def _update_buttons(self) -> None:
-        busy = self.generating
-        has_chat = self.session.current_id is not None
-        self.stop_button.setEnabled(busy)
-        self.send_button.setEnabled(not busy)
-        self.regenerate_button.setEnabled(not busy and has_chat)
-        self.edit_button.setEnabled(not busy and has_chat)
-        self.regenerate_action.setEnabled(not busy and has_chat)
-        self.edit_action.setEnabled(not busy and has_chat)
-        self.export_markdown_action.setEnabled(has_chat)
-        self.chat_settings_action.setEnabled(has_chat)
-        self.export_json_action.setEnabled(has_chat)
+        busy, has_chat = self.generating, self.session.current_id is not None
+        self._page.set_busy(busy, has_chat)
+        for action in (self.menus.regenerate_action, self.menus.edit_action):
+            action.setEnabled(not busy and has_chat)
+        for action in (self.menus.export_markdown_action, self.menus.export_json_action,
+                       self.menus.chat_settings_action):
+            action.setEnabled(has_chat)
+
+    def _show_current(self) -> None:
+        if self.session.current_id is not None:
+            self._show_conversation(self.session.current_id)
 
     def _show_conversation(self, conversation_id: int) -> None:
-        self.chat_view.set_messages([_display(m) for m in self.session.messages(conversation_id)])
+        self.chat_view.set_messages([display_message(m) for m in self.session.messages(conversation_id)])
         self.system_prompt.setText(self.session.system_prompt(conversation_id))
         if self.session.reply_conversation_id == conversation_id:
             text, runs = self.session.reply_text
-            self.chat_view.begin_reply(self._model_label())
+            self.chat_view.begin_reply(self.session.target_name or "Assistant")
             self.chat_view.append_reply(text, runs)
 
     def _refresh_conversations(self) -> None:
@@ -677,31 +432,15 @@ class MainWindow(QMainWindow):
         self.sidebar.set_conversations(items, self.session.current_id)
 
     def _restore_geometry(self) -> None:
-        geometry = self._settings.window_geometry
-        if not geometry or not self._settings.remember_window:
-            return
-        if not self.restoreGeometry(QByteArray.fromBase64(geometry.encode())):
+        geometry = self._settings.window_geometry if self._settings.remember_window else ""
+        if geometry and not self.restoreGeometry(QByteArray.fromBase64(geometry.encode())):
             log.info("the remembered window geometry is not usable; the default size is used")
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        self.stop()
+        self.session.cancel()
         if self._settings.remember_window:
             try:
                 self._settings.set("window_geometry", bytes(self.saveGeometry().toBase64().data()).decode())
             except ValueError:
                 log.debug("could not remember the window geometry", exc_info=True)
         super().closeEvent(event)
-
-
-def _display(message: ShownMessage) -> DisplayMessage:
-    footer = formatting.reply_footer(message.stats) if message.stats is not None else ""
-    if message.finish_reason is FinishReason.CANCELLED:
-        footer = "Stopped. " + footer
-    elif message.finish_reason is FinishReason.LENGTH:
-        footer = "Cut off at the length limit. " + footer
-    elif message.role == "assistant" and not message.complete and message.stats is None:
-        footer = "Interrupted."
-    return DisplayMessage(
-        message.role, message.content, footer, message.drafted_runs, message.model, message.id,
-        message.variant,
-    )

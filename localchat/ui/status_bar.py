@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import EngineInfo, GenerationResult, SpeculationState, TokenEvent
+from localchat.host.events import EngineState, Finished, JobEvent, Phase, Tokens
 from localchat.services.qt_signals import emit
 from localchat.ui import formatting
 from localchat.ui.elided import ElidedLabel, ElidedToolButton
@@ -150,6 +151,30 @@ class SpeculationStatusBar(QStatusBar):
     def showMessage(self, text: str, timeout: int = 0) -> None:  # type: ignore[override]
         """QStatusBar's message would hide the model's name and the toggle: it is a flash here."""
         self.flash(text, timeout or FLASH_MS)
+
+    def show_state(self, state: EngineState, target_name: str = "", draft_name: str = "") -> None:
+        """The engine's state: loading NAME, what is loaded, or nothing (stopped, failed, none)."""
+        if state.phase is Phase.LOADING:
+            self.show_loading(target_name)
+        elif state.ready:
+            assert state.info is not None
+            self.show_engine_info(state.info, target_name, draft_name)
+        elif state.phase is Phase.STOPPED:
+            self.engine_stopped()
+        else:
+            self.show_no_model()
+
+    def show_job_event(self, event: JobEvent, window_source: str = "window") -> None:
+        """Any job's event (the window's reply or an API request): the figures of the one running."""
+        if event.source == window_source:
+            if isinstance(event, Tokens):
+                self.show_progress(event.event)
+            elif self._generating:
+                self.generation_finished(event.result if isinstance(event, Finished) else None)
+        elif isinstance(event, Tokens):
+            self.show_api_progress(event.event)
+        else:
+            self.api_finished()
 
     def show_no_model(self) -> None:
         self._info = None

@@ -28,8 +28,10 @@ from localchat.engine.types import (
     GenerationResult,
     SpeculationConfig,
 )
-from localchat.host import EngineGone, EngineProcess
-from localchat.host.protocol import Failed, Finished, Generate, Load, Loaded, Tokens
+from localchat.host.child import ChildGone
+from localchat.host.events import Failed, FailureKind, Finished, Loaded, Tokens
+from localchat.host.protocol import Generate, Load
+from tests.host.processes import engine_process
 
 pytestmark = pytest.mark.slow
 
@@ -81,22 +83,21 @@ def workers() -> Iterator[list[tuple[subprocess.Popen[bytes], Endpoint]]]:
 
 
 def _run(config: EngineConfig, *requests: GenerationRequest) -> tuple[list[GenerationResult], str]:
-    proc = EngineProcess()
-    proc.start()
+    proc = engine_process()
     try:
         proc.send(Load(config))
         loaded = proc.receive(300)
         assert isinstance(loaded, Loaded), loaded
         results = []
         for i, request in enumerate(requests):
-            proc.send(Generate(i, request))
+            proc.send(Generate(i, "window", request))
             while True:
                 reply = proc.receive(300)
                 assert reply is not None, "no reply in time"
                 if isinstance(reply, Finished):
                     results.append(reply.result)
                     break
-                assert not isinstance(reply, Failed), reply.message
+                assert not isinstance(reply, Failed), reply.failure
         return results, loaded.info.placement
     finally:
         proc.stop(5)
@@ -143,15 +144,12 @@ def _same_answer(split: str, local: str) -> None:
 def test_unreachable_worker_at_load_is_named(qwen_target_path: Path) -> None:
     port = _free_port()
     config = EngineConfig(str(qwen_target_path), n_ctx=512, rpc_servers=(f"127.0.0.1:{port}",))
-    proc = EngineProcess()
-    proc.start()
+    proc = engine_process()
     try:
         proc.send(Load(config))
         reply = proc.receive(120)
-        from localchat.host.protocol import LoadFailed
-
-        assert isinstance(reply, LoadFailed), reply
-        assert f"127.0.0.1:{port}" in reply.message and "cannot be reached" in reply.message
+        assert isinstance(reply, Failed) and reply.failure.kind is FailureKind.LOAD_FAILED, reply
+        assert f"127.0.0.1:{port}" in reply.failure.detail and "cannot be reached" in reply.failure.detail
     finally:
         proc.stop(5)
 
@@ -162,18 +160,17 @@ def test_worker_killed_mid_reply_ends_the_engine_and_is_named(
     (worker, ep), (_, other) = workers
     config = EngineConfig(str(qwen_target_path), n_ctx=1024, n_threads=1, rpc_servers=(str(ep),),
                           tensor_split=(0.0, 1.0))
-    proc = EngineProcess()
-    proc.start()
+    proc = engine_process()
     try:
         proc.send(Load(config))
         assert isinstance(proc.receive(300), Loaded)
         long = GenerationRequest(prompt="Counting: 1, 2, 3, 4, 5,", max_tokens=2000, speculation=OFF)
-        proc.send(Generate(1, long))
+        proc.send(Generate(1, "window", long))
         first = proc.receive(120)
         assert isinstance(first, Tokens), first
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait(10)
-        with pytest.raises(EngineGone):
+        with pytest.raises(ChildGone):
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 reply = proc.receive(1.0)
@@ -186,6 +183,8 @@ def test_worker_killed_mid_reply_ends_the_engine_and_is_named(
 def test_app_engine_client_names_the_worker_that_died(qtbot, workers, qwen_target_path: Path) -> None:
     """What the window hears when a worker dies mid-reply: one sentence naming it; the next load says it
     cannot be reached (the chat itself is kept by the session, see tests/services/test_chat_session.py)."""
+    from localchat.host.events import FailureKind, Phase
+    from localchat.host.failure_words import sentence
     from localchat.services.engine_client import EngineClient
 
     (worker, ep), _ = workers
@@ -193,18 +192,24 @@ def test_app_engine_client_names_the_worker_that_died(qtbot, workers, qwen_targe
     try:
         config = EngineConfig(str(qwen_target_path), n_ctx=1024, n_threads=1, rpc_servers=(str(ep),),
                               tensor_split=(1.0, 1.0))
-        with qtbot.waitSignal(client.loaded, timeout=300_000) as loaded:
+        with qtbot.waitSignal(client.state_changed, timeout=300_000,
+                              check_params_cb=lambda s: s.ready) as loaded:
             client.load(config)
-        assert loaded.args[0].placement == "local + 1 worker"
-        with qtbot.waitSignal(client.tokens_received, timeout=120_000):
+        assert loaded.args[0].info.placement == "local + 1 worker"
+        with qtbot.waitSignal(client.job_event, timeout=120_000):
             client.generate(GenerationRequest(prompt="Counting: 1, 2, 3, 4, 5,", max_tokens=2000,
                                               speculation=OFF))
-        with qtbot.waitSignal(client.engine_died, timeout=60_000) as died:
+        with qtbot.waitSignal(client.state_changed, timeout=60_000,
+                              check_params_cb=lambda s: s.phase is Phase.STOPPED) as died:
             worker.kill()
-        assert str(ep) in died.args[0] and "stopped answering" in died.args[0]
-        assert "chat is saved" in died.args[0]
-        with qtbot.waitSignal(client.load_failed, timeout=120_000) as failed:
+        failure = died.args[0].failure
+        assert failure.kind is FailureKind.WORKER_LOST and failure.worker == str(ep)
+        words = sentence(failure)
+        assert str(ep) in words and "stopped answering" in words and "chat is saved" in words
+        with qtbot.waitSignal(client.state_changed, timeout=120_000,
+                              check_params_cb=lambda s: s.phase is Phase.FAILED) as failed:
             client.load(config)
-        assert str(ep) in failed.args[0] and "cannot be reached" in failed.args[0]
+        words = sentence(failed.args[0].failure)
+        assert str(ep) in words and "cannot be reached" in words
     finally:
-        client.stop()
+        client.shutdown()

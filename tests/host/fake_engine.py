@@ -50,7 +50,8 @@ class FakeEngine:
     ) -> GenerationResult:
         prompt = request.prompt or " ".join(m.content for m in request.messages)
         if "overflow" in prompt:
-            raise ContextOverflowError("The message is too long (5000 of 4096 tokens).")
+            raise ContextOverflowError("The message is too long (5000 of 4096 tokens).",
+                                       needed=5000, n_ctx=4096, reserve=512)
         if "boom" in prompt:
             raise RuntimeError("boom")
         delay = 0.02 if "slow" in prompt else 0.0005
@@ -76,6 +77,11 @@ class FakeEngine:
             if on_event is not None:
                 on_event(TokenEvent(piece, 1, 1, rec.snapshot(), self.info.speculation))
         return GenerationResult("".join(text), finish, rec.snapshot(), self.info.speculation)
+
+    draft_problem = ""  # what the benchmark process reads
+
+    def reset(self) -> None:
+        pass
 
     def close(self) -> None:
         pass

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import SpeculationState, TokenEvent
-from localchat.host.worker import TokenBatcher
+from localchat.host.engine_child import TokenBatcher
 
 
 def _event(i: int) -> TokenEvent:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from localchat.engine.types import EngineConfig
-from localchat.host import EngineProcess
-from localchat.host.protocol import Load, LoadFailed
+from localchat.host.events import Failed, FailureKind
+from localchat.host.protocol import Load
+
+from .processes import engine_process
 
 
 def test_a_failed_load_leaves_llama_cpps_reason_in_the_engine_log(tmp_path: Path, smollm2_path: Path) -> None:
@@ -15,12 +17,11 @@ def test_a_failed_load_leaves_llama_cpps_reason_in_the_engine_log(tmp_path: Path
         broken.write_bytes(src.read(4_000_000))  # the header is whole, the tensors are not
     log_path = tmp_path / "log" / "engine.log"
     log_path.parent.mkdir()
-    proc = EngineProcess(log_path=str(log_path))
-    proc.start()
+    proc = engine_process(log_path=str(log_path))
     try:
         proc.send(Load(EngineConfig(str(broken), n_ctx=256)))
         reply = proc.receive(120)
-        assert isinstance(reply, LoadFailed), reply
+        assert isinstance(reply, Failed) and reply.failure.kind is FailureKind.LOAD_FAILED, reply
     finally:
         proc.stop()
     text = log_path.read_text(encoding="utf-8")

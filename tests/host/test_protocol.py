@@ -1,4 +1,4 @@
-"""host.protocol: messages cross the pipe (pickle) unchanged; merged token events add up."""
+"""host.protocol: requests cross the pipe (pickle) unchanged; merged token events add up."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import pickle
 
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import EngineConfig, GenerationRequest, SpeculationState, TokenEvent
-from localchat.host.protocol import Cancel, Generate, Load, Tokens, merge_events
+from localchat.host.events import Tokens
+from localchat.host.protocol import Cancel, Generate, Load, merge_events
 
 
 def test_messages_survive_pickling() -> None:
     for message in (Load(EngineConfig(target_path="/m/t.gguf", rpc_servers=("127.0.0.1:50052",))),
-                    Generate(3, GenerationRequest(prompt="hi", max_tokens=4)), Cancel(3)):
+                    Generate(3, "api:x", GenerationRequest(prompt="hi", max_tokens=4)), Cancel(3)):
         assert pickle.loads(pickle.dumps(message)) == message
 
 
@@ -25,4 +26,4 @@ def test_merged_events_add_text_and_counts_and_keep_the_latest_state() -> None:
     assert merged.stats.generated_tokens == 4 and merged.speculation.reason == "paused"
     # "a" from the target, "b" drafted, then "cd" from the target: runs target/draft/target.
     assert merged.drafted_runs == (1, 1, 2)
-    assert pickle.loads(pickle.dumps(Tokens(1, merged))).event == merged
+    assert pickle.loads(pickle.dumps(Tokens(1, "window", merged))).event == merged

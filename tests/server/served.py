@@ -11,7 +11,7 @@ import httpx
 import openai
 
 from localchat.engine.types import EngineConfig
-from localchat.host.scheduler import EngineBroker
+from localchat.host.supervisor import EngineSupervisor
 from localchat.server import ServerSettings, ServerThread, bind_socket, create_app
 
 API_KEY = "test-key"
@@ -20,7 +20,7 @@ API_KEY = "test-key"
 @dataclass
 class Served:
     url: str  # http://127.0.0.1:PORT
-    broker: EngineBroker
+    supervisor: EngineSupervisor
     settings: ServerSettings
 
     def client(self, **kw: object) -> openai.OpenAI:
@@ -43,17 +43,17 @@ def serve(
     **settings: object,
 ) -> Iterator[Served]:
     config = EngineConfig(str(target or "never-loaded.gguf"), str(draft) if draft else None, n_ctx=ctx)
-    broker = EngineBroker(config, max_queue=queue)
+    supervisor = EngineSupervisor(config, max_queue=queue)
     base = ServerSettings(model_id="test-model", api_key=API_KEY, max_body_bytes=1024 * 1024, max_tokens=512)
     settings_obj = replace(base, **settings)  # type: ignore[arg-type]
-    thread = ServerThread(create_app(broker, settings_obj), bind_socket("127.0.0.1", 0))
+    thread = ServerThread(create_app(supervisor, settings_obj), bind_socket("127.0.0.1", 0))
     if start:
-        broker.start()
+        supervisor.start()
     thread.start()
     try:
         if start:
-            broker.wait_ready(180)
-        yield Served(thread.url, broker, settings_obj)
+            supervisor.wait_ready(180)
+        yield Served(thread.url, supervisor, settings_obj)
     finally:
         thread.stop()
-        broker.close()
+        supervisor.close()

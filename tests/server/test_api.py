@@ -19,6 +19,7 @@ import openai
 import psutil
 import pytest
 
+from localchat.host.supervisor import EngineSupervisor
 from tests.server.served import API_KEY, Served, serve
 
 pytestmark = pytest.mark.slow
@@ -41,9 +42,9 @@ def ask(
     )
 
 
-def wait_idle(broker: object, timeout: float = 5.0) -> float:
+def wait_idle(supervisor: EngineSupervisor, timeout: float = 5.0) -> float:
     start = time.monotonic()
-    while getattr(broker, "busy", False) or getattr(broker, "queued", 0):
+    while supervisor.running_source is not None or supervisor.queued:
         assert time.monotonic() - start < timeout, "the engine is still busy"
         time.sleep(0.02)
     return time.monotonic() - start
@@ -206,7 +207,7 @@ def test_disconnect_mid_stream_frees_the_engine(served: Served) -> None:
         if i == 2:
             break
     stream.close()
-    assert wait_idle(served.broker, 3.0) < 3.0
+    assert wait_idle(served.supervisor, 3.0) < 3.0
     start = time.monotonic()
     assert ask(client, "Hi", 4).choices[0].message.content
     assert time.monotonic() - start < 3.0
@@ -278,7 +279,7 @@ def test_full_queue_answers_429_with_retry_after(served: Served) -> None:
     for t in threads:
         t.start()
     deadline = time.monotonic() + 30
-    while served.broker.queued < 3:
+    while served.supervisor.queued < 3:
         assert time.monotonic() < deadline, "the queue did not fill"
         time.sleep(0.01)
     with served.http() as http:
@@ -292,7 +293,7 @@ def test_full_queue_answers_429_with_retry_after(served: Served) -> None:
         t.join(30)
     for s in waiting:
         s.close()  # type: ignore[attr-defined]
-    wait_idle(served.broker, 10)
+    wait_idle(served.supervisor, 10)
     assert ask(client, "Hi", 4).choices[0].message.content
 
 
@@ -302,7 +303,7 @@ def test_engine_killed_mid_reply_fails_that_request_and_the_next_is_served(serve
                                        stream=True)
     it = iter(stream)
     next(it)
-    old_pid = served.broker.pid
+    old_pid = served.supervisor.state.pid
     assert old_pid is not None
     psutil.Process(old_pid).kill()
     with pytest.raises(openai.APIError) as died:
@@ -311,7 +312,7 @@ def test_engine_killed_mid_reply_fails_that_request_and_the_next_is_served(serve
     assert "stopped unexpectedly" in str(died.value)
     reply = ask(client, "Hi", 4)  # waits for the restarted engine, no 503
     assert reply.choices[0].message.content
-    assert served.broker.pid not in (None, old_pid)
+    assert served.supervisor.state.pid not in (None, old_pid)
 
 
 def test_loading_answers_503_with_retry_after() -> None:

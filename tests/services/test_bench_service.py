@@ -12,6 +12,8 @@ from localchat.bench.modes import bench_mode
 from localchat.bench.prompts import builtin_prompts
 from localchat.bench.report import BenchReport
 from localchat.engine.types import EngineConfig
+from localchat.host.events import BenchDone, BenchProgress, Failed, FailureKind, Loaded
+from localchat.host.failure_words import Audience, sentence
 from localchat.services.bench_service import BenchService
 
 pytestmark = pytest.mark.slow
@@ -25,19 +27,22 @@ def _config(path: Path) -> EngineConfig:
 
 def test_runs_reports_progress_and_speedup(qtbot, smollm2_path: Path) -> None:
     service = BenchService()
-    progress: list[tuple[int, int, object]] = []
-    service.progress.connect(lambda done, total, rec: progress.append((done, total, rec)))
-    loaded: list[object] = []
-    service.loaded.connect(lambda info, problem: loaded.append((info, problem)))
+    events: list[object] = []
+    service.bench_event.connect(events.append)
     prompts = builtin_prompts()[:2]
     try:
-        with qtbot.waitSignal(service.finished, timeout=180_000) as finished:
+        with qtbot.waitSignal(service.bench_event, timeout=180_000,
+                              check_params_cb=lambda e: isinstance(e, BenchDone | Failed)) as finished:
             service.start(_config(smollm2_path), prompts, MODES, 16)
-        report: BenchReport = finished.args[0]
+        done = finished.args[0]
+        assert isinstance(done, BenchDone) and not done.cancelled
+        report: BenchReport = done.report
     finally:
         service.stop()
-    assert loaded and loaded[0][0].draft is not None and loaded[0][1] == ""
-    assert [(d, t) for d, t, _ in progress] == [(i, 6) for i in range(1, 7)]
+    loaded = events[0]
+    assert isinstance(loaded, Loaded) and loaded.info.draft is not None and loaded.draft_problem == ""
+    progress = [e for e in events if isinstance(e, BenchProgress)]
+    assert [(p.done, p.total) for p in progress] == [(i, 6) for i in range(1, 7)]
     assert len(report.records) == 6
     assert all(r.tokens_per_s > 0 and r.tokens > 0 for r in report.records)
     assert {r.mode for r in report.records} == {"off", "draft", "adaptive"}
@@ -58,13 +63,16 @@ def test_cancel_stops_between_runs(qtbot, smollm2_path: Path) -> None:
     prompts = builtin_prompts()[:4]
     try:
         service.start(_config(smollm2_path), prompts, MODES[:2], 16, warmup=False)
-        with qtbot.waitSignal(service.progress, timeout=180_000):
+        with qtbot.waitSignal(service.bench_event, timeout=180_000,
+                              check_params_cb=lambda e: isinstance(e, BenchProgress)):
             pass
-        with qtbot.waitSignal(service.cancelled, timeout=30_000) as cancelled:
+        with qtbot.waitSignal(service.bench_event, timeout=30_000,
+                              check_params_cb=lambda e: isinstance(e, BenchDone)) as cancelled:
             service.cancel()
     finally:
         service.stop()
-    report: BenchReport = cancelled.args[0]
+    assert cancelled.args[0].cancelled
+    report: BenchReport = cancelled.args[0].report
     assert 1 <= len(report.records) < 8
     assert not service.is_running
 
@@ -72,15 +80,19 @@ def test_cancel_stops_between_runs(qtbot, smollm2_path: Path) -> None:
 def test_process_death_is_one_sentence(qtbot, smollm2_path: Path) -> None:
     service = BenchService()
     try:
-        with qtbot.waitSignal(service.loaded, timeout=180_000):
+        with qtbot.waitSignal(service.bench_event, timeout=180_000,
+                              check_params_cb=lambda e: isinstance(e, Loaded)):
             service.start(_config(smollm2_path), builtin_prompts()[:4], MODES, 64)
-        pid = service.pid
+        pid = service._supervisor._process.pid  # type: ignore[union-attr]
         assert pid is not None
-        with qtbot.waitSignal(service.failed, timeout=10_000) as failed:
+        with qtbot.waitSignal(service.bench_event, timeout=10_000,
+                              check_params_cb=lambda e: isinstance(e, Failed)) as failed:
             os.kill(pid, signal.SIGKILL)
     finally:
         service.stop()
-    assert failed.args[0] == (
+    failure = failed.args[0].failure
+    assert failure.kind is FailureKind.ENGINE_DIED
+    assert sentence(failure, Audience.BENCH) == (
         "The benchmark process stopped unexpectedly (exit code -9); the results so far are kept."
     )
     assert not service.is_running

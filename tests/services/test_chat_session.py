@@ -16,8 +16,10 @@ import pytest
 from localchat.chat import ConversationStore
 from localchat.chat import store as store_module
 from localchat.engine.types import EngineConfig, FinishReason
+from localchat.host.events import Phase
 from localchat.services import ChatSession, SettingsService
-from localchat.services.chat_session import SAVE_INTERVAL_S, ReplyEnd
+from localchat.services.reply_recorder import SAVE_INTERVAL_S
+from localchat.services.shown import ReplyEnd
 from localchat.settings import SettingsFile
 from tests.ui.fakes import FakeEngine
 
@@ -134,23 +136,44 @@ def test_regenerate_and_edit_replace_the_last_exchange(
     assert [c for _, c, _ in stored(store, session)] == ["second"]
 
 
-def test_engine_death_keeps_the_text_and_the_next_message_reloads_once(
+def test_engine_death_keeps_the_text_and_the_next_message_is_sent(
     session: ChatSession, engine: FakeEngine, store: ConversationStore
 ) -> None:
-    stopped: list[str] = []
-    session.engine_stopped.connect(stopped.append)
+    """The engine's supervisor restarts it when the next reply asks; the session keeps the partial reply,
+    says so in the window's words, and sends the next message as usual (no reload of its own)."""
+    ends: list[ReplyEnd] = []
+    session.reply_finished.connect(ends.append)
     session.send("tell me")
     engine.stream("partial")
-    engine.engine_died.emit("The engine stopped unexpectedly (exit code -9).")
-    assert not session.generating and session.engine_info is None
-    assert "next message starts a new engine" in stopped[-1]
+    engine.die(-9)
+    assert not session.generating and engine.state.info is None
+    assert ends[-1].text == "partial" and ends[-1].result is None
+    assert ends[-1].sentence == ("The engine stopped unexpectedly (exit code -9). "
+                                 "Your chat is saved; the next message starts a new engine.")
     assert stored(store, session)[-1] == ("assistant", "partial", False)
+    assert engine.state.phase is Phase.STOPPED
     assert session.send("again")
-    assert engine.configs == [EngineConfig("/models/fake.gguf")] * 2
-    assert session.engine_info is not None
+    assert engine.configs == [EngineConfig("/models/fake.gguf")] and len(engine.requests) == 2
     engine.stream("fine")
     engine.finish()
     assert stored(store, session)[-1] == ("assistant", "fine", True)
+
+
+def test_the_reply_end_carries_the_stored_message_and_its_place_among_the_answers(
+    session: ChatSession, engine: FakeEngine, store: ConversationStore
+) -> None:
+    ends: list[ReplyEnd] = []
+    session.reply_finished.connect(ends.append)
+    session.send("Name a colour")
+    engine.stream("Red.")
+    engine.finish()
+    cid = session.current_id
+    assert cid is not None
+    assert ends[-1].message_id == store.messages(cid)[-1].id and ends[-1].variant == (1, 1)
+    assert session.regenerate()
+    engine.stream("Blue.")
+    engine.finish()
+    assert ends[-1].message_id == store.messages(cid)[-1].id and ends[-1].variant == (2, 2)
 
 
 def test_no_model_is_a_sentence(store: ConversationStore, settings: SettingsService) -> None:
@@ -270,7 +293,8 @@ def test_real_model_reply_is_stored_with_its_statistics(
     engine = EngineClient()
     try:
         session = ChatSession(store, engine, settings, max_tokens=24)
-        with qtbot.waitSignal(session.model_loaded, timeout=180_000):
+        with qtbot.waitSignal(engine.state_changed, timeout=180_000,
+                              check_params_cb=lambda state: state.phase is Phase.READY):
             session.load_model(EngineConfig(str(smollm2_path), n_ctx=1024))
         with qtbot.waitSignal(session.reply_finished, timeout=180_000) as blocker:
             assert session.send("Name three colours.")
@@ -317,28 +341,6 @@ def test_deleting_the_chat_while_its_reply_streams_says_nothing_odd(
     engine.finish(FinishReason.CANCELLED)
     assert engine.cancelled == 1 and ends[-1].sentence == ""
     assert store.list_conversations() == []
-
-
-def test_after_a_worker_is_gone_the_model_that_fits_runs_here_alone(
-    tmp_path: Path, store: ConversationStore, engine: FakeEngine, settings: SettingsService, clock: Clock
-) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once the block ends: a worker that went away
-    target = tmp_path / "small.gguf"
-    target.write_bytes(b"GGUF" + bytes(1000))
-    config = EngineConfig(str(target), rpc_servers=(f"127.0.0.1:{port}",), tensor_split=(1.0, 1.0))
-    session = ChatSession(store, engine, settings, clock=clock)
-    notices: list[str] = []
-    session.notice.connect(notices.append)
-    session.load_model(config)
-    session.send("tell me")
-    engine.engine_died.emit("The worker stopped answering.")
-    assert session.send("again")
-    assert engine.configs[-1] == EngineConfig(str(target))
-    assert any(f"127.0.0.1:{port} is gone" in n and "this computer alone" in n for n in notices)
 
 
 def test_turning_speculation_back_on_asks_a_paused_chat_to_try_again(
@@ -404,9 +406,9 @@ def test_the_reply_length_is_a_setting_and_a_chat_may_have_its_own(
     session.notice.connect(notices.append)
     assert not session.set_chat_options(cid, {"max_reply_tokens": 5})  # below the option's minimum
     assert notices and "max_reply_tokens must be at least 16" in notices[-1]
-    assert session.chat_options(cid) == {"temperature": 0.1, "max_reply_tokens": 64}
+    assert session.options.values(cid) == {"temperature": 0.1, "max_reply_tokens": 64}
     assert session.set_chat_options(cid, {})
-    assert session.reply_settings(cid) == (0.5, 300)
+    assert session.options.reply_settings(cid) == (0.5, 300)
 
 
 def test_regenerate_keeps_earlier_answers_and_the_prompt_uses_the_shown_one(

@@ -1,6 +1,8 @@
-"""A stand-in for services.EngineClient: the same signals, driven by the test."""
+"""A stand-in for services.EngineClient (an EnginePort), driven by the test."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
@@ -16,6 +18,7 @@ from localchat.engine.types import (
     SpeculationState,
     TokenEvent,
 )
+from localchat.host.events import EngineState, Failed, Failure, FailureKind, Finished, Phase, Tokens
 
 
 def model_info(name: str = "Fake-1B", path: str = "/models/fake.gguf") -> ModelInfo:
@@ -41,65 +44,83 @@ OFF = SpeculationState(active=False, drafter="off", reason="turned off")
 
 
 class FakeEngine(QObject):
-    load_started = Signal()
-    loaded = Signal(object)
-    load_failed = Signal(str)
-    tokens_received = Signal(object)
-    generation_finished = Signal(object)
-    generation_failed = Signal(str)
-    engine_died = Signal(str)
+    """Implements services.engine_port.EnginePort without a process: loads at once, and the test
+    drives each reply (``stream``, ``finish``, ``fail``, ``die``)."""
+
+    state_changed = Signal(object)
+    job_event = Signal(object)
 
     def __init__(self) -> None:
         super().__init__()
         self.configs: list[EngineConfig] = []
         self.requests: list[GenerationRequest] = []
         self.cancelled = 0
-        self.restarts = 0
         self.fail_next_load = ""
         self.text = ""
         self.runs: tuple[int, ...] = ()
-        self.pid = None
+        self.job = 0
+        self._state = EngineState()
+        self.log_path: str | None = None
+        self.supervisor = None
 
     @property
-    def config(self) -> EngineConfig | None:
-        """Like EngineClient.config: the last configuration passed to load."""
-        return self.configs[-1] if self.configs else None
+    def state(self) -> EngineState:
+        return self._state
+
+    def set_state(self, **changes: object) -> None:
+        self._state = replace(self._state, **changes)  # type: ignore[arg-type]
+        self.state_changed.emit(self._state)
 
     def load(self, config: EngineConfig) -> None:
         self.configs.append(config)
-        self.load_started.emit()
+        self.set_state(phase=Phase.LOADING, config=config, info=None, failure=None)
         if self.fail_next_load:
             message, self.fail_next_load = self.fail_next_load, ""
-            self.load_failed.emit(message)
+            self.set_state(phase=Phase.FAILED, failure=Failure(FailureKind.LOAD_FAILED, message))
             return
         info = EngineInfo("CPU", model_info(path=config.target_path), None, config.n_ctx, 2, 0, ON)
-        self.loaded.emit(info)
+        self.set_state(phase=Phase.READY, info=info, ever_loaded=True, pid=4242)
 
-    def generate(self, request: GenerationRequest) -> None:
+    def generate(self, request: GenerationRequest) -> int:
         self.requests.append(request)
         self.text = ""
         self.runs = ()
+        self.job += 1
+        return self.job
 
     def cancel(self) -> None:
         self.cancelled += 1
         self.finish(FinishReason.CANCELLED)
 
-    def restart(self) -> None:
-        self.restarts += 1
+    def memory_bytes(self) -> int | None:
+        return None
+
+    def shutdown(self) -> None:
+        pass
 
     # driven by tests
     def speculation(self) -> SpeculationState:
         return ON if self.requests[-1].speculation.enabled else OFF
 
-    def stream(self, text: str, tokens: int = 3, drafted_runs: tuple[int, ...] = ()) -> None:
+    def stream(self, text: str, tokens: int = 3, drafted_runs: tuple[int, ...] = (),
+               source: str = "window") -> None:
         self.text += text
         self.runs = concat_runs(self.runs, drafted_runs or (len(text),))
         s = stats(tokens, passes=2, drafted=4, accepted=2)
-        self.tokens_received.emit(TokenEvent(text, tokens, 1, s, self.speculation(), drafted_runs))
+        event = TokenEvent(text, tokens, 1, s, self.speculation(), drafted_runs)
+        self.job_event.emit(Tokens(self.job, source, event))
 
     def finish(self, reason: FinishReason = FinishReason.STOP) -> None:
         s = stats(12, passes=5, drafted=12, accepted=7)
         runs, self.runs = self.runs, ()
-        self.generation_finished.emit(
-            GenerationResult(self.text, reason, s, self.speculation(), drafted_runs=runs)
-        )
+        result = GenerationResult(self.text, reason, s, self.speculation(), drafted_runs=runs)
+        self.job_event.emit(Finished(self.job, "window", result))
+
+    def fail(self, failure: Failure) -> None:
+        self.job_event.emit(Failed(self.job, "window", failure))
+
+    def die(self, exitcode: int = -9) -> None:
+        """The engine process ended mid-reply: the reply fails, the state says STOPPED."""
+        failure = Failure(FailureKind.ENGINE_DIED, exitcode=exitcode)
+        self.fail(failure)
+        self.set_state(phase=Phase.STOPPED, info=None, pid=None, failure=failure)

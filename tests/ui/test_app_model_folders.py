@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from localchat.app import AppParts, ModelsWiring
+from localchat.app import AppParts
 from localchat.services.hub_token_service import HubTokenService
 from localchat.settings import SettingsFile
 from tests.ui.apps import fake_engine_app
@@ -25,8 +25,8 @@ def test_an_added_folder_is_saved_listed_read_only_and_paired_from(
     other.mkdir(parents=True)
     (other / smollm2_path.name).symlink_to(smollm2_path)
     top = tmp_path / "lm-studio" / "models"
-    wiring = ModelsWiring(parts.window, parts.settings)
-
+    wiring = parts.models
+    assert wiring is not None
     library, sentence = wiring.add_folder(str(top))
     assert sentence.startswith(f"Added {top.resolve()}: 1 model found there.")
     assert "never moves or deletes" in sentence
@@ -63,9 +63,9 @@ def test_the_manager_marks_what_the_engine_has_loaded(
     own = tmp_path / "own"
     own.mkdir()
     (own / smollm2_path.name).symlink_to(smollm2_path)
-    wiring = ModelsWiring(parts.window, parts.settings)
-    with qtbot.waitSignal(parts.session.model_loaded):
-        parts.window.load_model(str(own / smollm2_path.name))
+    wiring = parts.models
+    assert wiring is not None
+    parts.window.load_model(str(own / smollm2_path.name))  # the fake engine loads at once
     seen: list[str] = []
 
     def look() -> None:  # the manager is modal: read it while it is open, then close it

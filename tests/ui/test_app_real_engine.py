@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from localchat.app import AppParts, build_main_window
+from localchat.host.events import Finished, Phase, Tokens
 
 pytest.importorskip("llama_cpp")
 pytestmark = pytest.mark.slow
@@ -27,7 +28,7 @@ def _build(qtbot, tmp_path: Path, max_tokens: int = 24) -> AppParts:
 
 def _close(parts: AppParts) -> None:
     parts.window.close()
-    parts.engine.shutdown()  # type: ignore[attr-defined]
+    parts.engine.shutdown()
     parts.store.close()
 
 
@@ -39,12 +40,13 @@ def app(qtbot, tmp_path: Path) -> Iterator[AppParts]:
 
 
 def _load(qtbot, parts: AppParts, path: Path) -> None:
-    with qtbot.waitSignal(parts.engine.loaded, timeout=LOAD_MS):  # type: ignore[attr-defined]
+    with qtbot.waitSignal(parts.engine.state_changed, timeout=LOAD_MS, check_params_cb=lambda s: s.ready):
         parts.window.load_model(str(path))
 
 
 def _reply(qtbot, parts: AppParts, text: str) -> None:
-    with qtbot.waitSignal(parts.engine.generation_finished, timeout=REPLY_MS):  # type: ignore[attr-defined]
+    with qtbot.waitSignal(parts.engine.job_event, timeout=REPLY_MS,
+                          check_params_cb=lambda e: isinstance(e, Finished)):
         parts.window.send_message(text)
 
 
@@ -62,7 +64,7 @@ def test_reply_streams_with_live_stats_and_speculation_toggle(
     assert w.status.target_label.text()
     assert w.status.backend_label.text()
     batches: list[str] = []
-    app.engine.tokens_received.connect(lambda event: batches.append(event.text))  # type: ignore[attr-defined]
+    app.engine.job_event.connect(lambda e: batches.append(e.event.text) if isinstance(e, Tokens) else None)
     live_rates: list[float] = []
     w.status.timer.timeout.connect(lambda: live_rates.append(_rate(w.status.rate_label.text())))
     _reply(qtbot, app, "Write a short poem about the sea.")
@@ -70,7 +72,7 @@ def test_reply_streams_with_live_stats_and_speculation_toggle(
     assert _rate(w.status.rate_label.text()) > 0
     assert _rate(w.status.last_reply_label.text()) > 0
     assert w.status.context_label.text().startswith("Context ")
-    messages = app.store.messages(w.conversation_id)
+    messages = app.store.messages(w.session.current_id)
     assert [m.role for m in messages] == ["user", "assistant"]
     assert messages[-1].content.strip()
     # A file the catalog does not list is named by its file name, on the reply and in the status bar.
@@ -80,7 +82,7 @@ def test_reply_streams_with_live_stats_and_speculation_toggle(
     w.status.speculation_button.click()  # off for the next reply
     _reply(qtbot, app, "And one about the mountains.")
     assert "off" in w.status.speculation_text
-    assert len(app.store.messages(w.conversation_id)) == 4
+    assert len(app.store.messages(w.session.current_id)) == 4
 
 
 def test_engine_killed_mid_reply_keeps_history_and_recovers(
@@ -91,19 +93,22 @@ def test_engine_killed_mid_reply_keeps_history_and_recovers(
         _load(qtbot, parts, smollm2_path)
         w = parts.window
         engine = parts.engine
-        with qtbot.waitSignal(engine.tokens_received, timeout=REPLY_MS):  # type: ignore[attr-defined]
+        with qtbot.waitSignal(engine.job_event, timeout=REPLY_MS):
             w.send_message("Tell me a long story about a lighthouse keeper.")
-        with qtbot.waitSignal(engine.engine_died, timeout=30_000):  # type: ignore[attr-defined]
-            os.kill(engine.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        pid = engine.state.pid
+        assert pid is not None
+        with qtbot.waitSignal(engine.state_changed, timeout=30_000,
+                              check_params_cb=lambda s: s.phase is Phase.STOPPED):
+            os.kill(pid, signal.SIGKILL)
         assert not w.generating
         assert "stopped unexpectedly" in w.notice.text()
         assert "Traceback" not in w.notice.text()
-        messages = parts.store.messages(w.conversation_id)
+        messages = parts.store.messages(w.session.current_id)
         assert messages[0].content.startswith("Tell me a long story")
         assert len(messages) == 2 and messages[1].content.strip() and not messages[1].complete
         w._max_tokens = 16
         _reply(qtbot, parts, "Thanks. Now say hello.")
-        messages = parts.store.messages(w.conversation_id)
+        messages = parts.store.messages(w.session.current_id)
         assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
         assert messages[-1].content.strip()
     finally:
@@ -115,7 +120,7 @@ def test_history_and_model_survive_an_app_restart(qtbot, tmp_path: Path, smollm2
     try:
         _load(qtbot, first, smollm2_path)
         _reply(qtbot, first, "Say hi.")
-        reply = first.store.messages(first.window.conversation_id)[-1].content
+        reply = first.store.messages(first.window.session.current_id)[-1].content
     finally:
         _close(first)
     second = _build(qtbot, tmp_path)  # loads the last model again on its own
@@ -133,7 +138,8 @@ def test_history_and_model_survive_an_app_restart(qtbot, tmp_path: Path, smollm2
 def test_a_broken_model_file_shows_a_sentence(qtbot, app: AppParts, tmp_path: Path) -> None:
     fake = tmp_path / "broken.gguf"
     fake.write_bytes(b"GGUF" + b"\0" * 64)
-    with qtbot.waitSignal(app.engine.load_failed, timeout=LOAD_MS):  # type: ignore[attr-defined]
+    with qtbot.waitSignal(app.engine.state_changed, timeout=LOAD_MS,
+                          check_params_cb=lambda s: s.phase is Phase.FAILED):
         app.window.load_model(str(fake))
     text = app.window.notice.text()
     assert text and "Traceback" not in text and "\n" not in text

@@ -31,7 +31,7 @@ def parts(qtbot, tmp_path: Path) -> Iterator[AppParts]:
     yield built
     if built.server is not None:
         built.server.stop()
-    client.stop()
+    client.shutdown()
     built.store.close()
 
 
@@ -50,11 +50,11 @@ def test_the_api_shares_the_windows_engine_and_the_status_bar_says_so(qtbot, par
 
     engine = parts.engine
     assert isinstance(engine, EngineClient)
-    with qtbot.waitSignal(engine.loaded, timeout=20_000):
+    with qtbot.waitSignal(engine.state_changed, timeout=20_000, check_params_cb=lambda s: s.ready):
         parts.window.load_model("/models/fake.gguf")
     assert api.get("/health").status_code == 200
     assert api.get("/v1/models").json()["data"][0]["id"] == "fake"
-    pid = engine.pid
+    pid = engine.state.pid
 
     answers: list[httpx.Response] = []
     body = {"model": "fake", "messages": [{"role": "user", "content": "slow"}], "max_tokens": 60}
@@ -65,7 +65,7 @@ def test_the_api_shares_the_windows_engine_and_the_status_bar_says_so(qtbot, par
     assert answers[0].status_code == 200
     assert answers[0].json()["choices"][0]["message"]["content"].startswith("t0 t1 ")
     qtbot.waitUntil(lambda: status.server_label.text() == f"API on :{port}", timeout=5_000)
-    assert engine.pid == pid  # the same engine process answered the window's load and the API
+    assert engine.state.pid == pid  # the same engine process answered the window's load and the API
 
     parts.settings.set("server_api_key", "s3cret")  # rebinds with the key
     assert api.get("/v1/models").status_code == 401

@@ -15,6 +15,7 @@ from localchat.bench.prompts import BenchPrompt, limit_per_category, typed_promp
 from localchat.bench.report import BenchRecord, BenchReport
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import EngineConfig, EngineInfo
+from localchat.host.events import BenchDone, BenchProgress, Failed, Failure, FailureKind, Loaded
 from localchat.ui.bench_chart import mode_color, nice_step
 from localchat.ui.bench_dialog import BenchmarkDialog, open_benchmark_dialog
 from tests.ui.fakes import ON, model_info
@@ -23,11 +24,9 @@ CONFIG = EngineConfig("/models/target.gguf", draft_path="/models/draft.gguf")
 
 
 class FakeBenchService(QObject):
-    loaded = Signal(object, str)
-    progress = Signal(int, int, object)
-    finished = Signal(object)
-    cancelled = Signal(object)
-    failed = Signal(str)
+    """A services.bench_service.BenchPort driven by the test."""
+
+    bench_event = Signal(object)
 
     def __init__(self) -> None:
         super().__init__()
@@ -89,12 +88,12 @@ def record(
 
 def feed(service: FakeBenchService, records: list[BenchRecord]) -> BenchReport:
     info = EngineInfo("CPU", model_info(), model_info("Draft"), 2048, 2, 0, ON)
-    service.loaded.emit(info, "")
+    service.bench_event.emit(Loaded(info, ""))
     for i, r in enumerate(records, start=1):
-        service.progress.emit(i, len(records), r)
+        service.bench_event.emit(BenchProgress(r, i, len(records)))
     service.running = False
     report = BenchReport(list(records), peak_rss_mb=321.0)
-    service.finished.emit(report)
+    service.bench_event.emit(BenchDone(report, cancelled=False))
     return report
 
 
@@ -202,11 +201,11 @@ def test_cancel_keeps_partial_results(qtbot, tmp_path: Path) -> None:
     dialog, service = make(qtbot, tmp_path)
     assert dialog.run()
     for i, r in enumerate(RECORDS[:2], start=1):
-        service.progress.emit(i, 6, r)
+        service.bench_event.emit(BenchProgress(r, i, 6))
     dialog.cancel_button.click()
     assert service.cancels == 1 and not dialog.cancel_button.isEnabled()
     service.running = False
-    service.cancelled.emit(BenchReport(list(RECORDS[:2])))
+    service.bench_event.emit(BenchDone(BenchReport(list(RECORDS[:2])), cancelled=True))
     assert dialog.table.rowCount() == 2
     assert dialog.status_label.text() == "Cancelled after 2 of 6 runs."
     assert dialog.saved_path is not None and json.loads(dialog.saved_path.read_text())["complete"] is False
@@ -217,7 +216,8 @@ def test_failure_is_one_sentence_and_close_stops(qtbot, tmp_path: Path) -> None:
     dialog, service = make(qtbot, tmp_path)
     assert dialog.run()
     service.running = False
-    service.failed.emit("The model file /models/target.gguf does not exist.")
+    service.bench_event.emit(Failed(0, "bench", Failure(FailureKind.LOAD_FAILED,
+                                                    "The model file /models/target.gguf does not exist.")))
     assert dialog.status_label.text() == "The model file /models/target.gguf does not exist."
     assert dialog.saved_path is None and dialog.run_button.isEnabled()
     assert dialog.run()

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QLabel
 
 from localchat.app import AppParts, build_main_window
 from localchat.engine.types import FinishReason, GenerationResult, SpeculationState, TokenEvent
+from localchat.host.events import Finished, Tokens
 from localchat.ui import formatting
 from tests.ui.fakes import FakeEngine, stats
 
@@ -58,11 +59,12 @@ def test_the_status_bar_never_widens_the_window(qtbot, parts: AppParts, tmp_path
     qtbot.waitExposed(w)
     for i in range(4):
         w.send_message(f"question {i}")
-        engine.tokens_received.emit(TokenEvent("x" * 40, 5, 0, stats(5, 0.2, 2, 8, 3), PAUSED))
+        event = TokenEvent("x" * 40, 5, 0, stats(5, 0.2, 2, 8, 3), PAUSED)
+        engine.job_event.emit(Tokens(engine.job, "window", event))
         qtbot.wait(250)  # the status bar redraws on its timer
-        engine.generation_finished.emit(
-            GenerationResult("x" * 40, FinishReason.STOP, stats(123456, 0.5, 40000, 90000, 80000), PAUSED)
-        )
+        big = stats(123456, 0.5, 40000, 90000, 80000)
+        result = GenerationResult("x" * 40, FinishReason.STOP, big, PAUSED)
+        engine.job_event.emit(Finished(engine.job, "window", result))
         w.chat_view.code_copied.emit("code")
     qtbot.wait(50)
     assert w.width() == 1180
@@ -98,7 +100,7 @@ def test_every_reply_is_headed_with_the_catalog_name(qtbot, tmp_path: Path) -> N
     text = w.chat_view.toPlainText()
     assert STARTER_NAME in text and "Assistant" not in text  # finished: the same name
     assert "Fake-1B" not in text  # the GGUF's general.name is not used
-    cid = w.conversation_id
+    cid = w.session.current_id
     w.new_conversation()
     assert cid is not None
     w._on_sidebar_conversation_selected(cid)
@@ -143,7 +145,8 @@ def test_a_reply_that_ends_paused_says_why_in_plain_words(qtbot, parts: AppParts
     engine = load(parts, tmp_path)
     w = parts.window
     w.send_message("hi")
-    engine.generation_finished.emit(GenerationResult("ok", FinishReason.STOP, stats(5), PAUSED))
+    result = GenerationResult("ok", FinishReason.STOP, stats(5), PAUSED)
+    engine.job_event.emit(Finished(engine.job, "window", result))
     assert w.notice.text() == (
         "Speculation is paused: on this computer the drafter costs more than it saves for this model (0.8x)."
     )
@@ -156,7 +159,8 @@ def test_a_reply_drafted_by_lookup_alone_says_why(qtbot, parts: AppParts, tmp_pa
     w = parts.window
     w.send_message("hi")
     lookup = SpeculationState(active=True, drafter="n-gram", reason=lookup_instead(0.62), draft_tokens=16)
-    engine.generation_finished.emit(GenerationResult("ok", FinishReason.STOP, stats(5), lookup))
+    result = GenerationResult("ok", FinishReason.STOP, stats(5), lookup)
+    engine.job_event.emit(Finished(engine.job, "window", result))
     assert w.notice.text() == (
         "On this computer the draft model costs more than it saves for this model (0.62x at best), "
         "so drafts come from the conversation itself (n-gram lookup)."

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 
 from localchat.app import AppParts, build_main_window
 from localchat.engine.types import FinishReason
+from localchat.host.events import Tokens
 from tests.ui.fakes import FakeEngine
 
 
@@ -74,7 +75,7 @@ def test_stop_keeps_the_partial_reply(qtbot, parts: AppParts, tmp_path: Path) ->
     qtbot.keyClick(w.composer, Qt.Key.Key_Escape)
     assert engine.cancelled == 1
     assert not w.generating
-    messages = parts.store.messages(w.conversation_id)
+    messages = parts.store.messages(w.session.current_id)
     assert messages[-1].content == "1 2 3"
     assert not messages[-1].complete
 
@@ -97,11 +98,11 @@ def test_regenerate_and_edit_last(parts: AppParts, tmp_path: Path) -> None:
     w.send_message("first")
     engine.stream("reply one")
     engine.finish()
-    w.regenerate()
+    w.session.regenerate()
     assert [m.content for m in engine.requests[-1].messages] == ["first"]
     engine.stream("reply two")
     engine.finish()
-    assert [m.content for m in parts.store.messages(w.conversation_id)] == ["first", "reply two"]
+    assert [m.content for m in parts.store.messages(w.session.current_id)] == ["first", "reply two"]
     w.edit_last()
     assert w.composer.toPlainText() == "first"
     w.composer.setPlainText("second")
@@ -109,7 +110,7 @@ def test_regenerate_and_edit_last(parts: AppParts, tmp_path: Path) -> None:
     assert [m.content for m in engine.requests[-1].messages] == ["second"]
     engine.stream("reply three")
     engine.finish()
-    assert [m.content for m in parts.store.messages(w.conversation_id)] == ["second", "reply three"]
+    assert [m.content for m in parts.store.messages(w.session.current_id)] == ["second", "reply three"]
 
 
 def test_system_prompt_is_per_chat(parts: AppParts, tmp_path: Path) -> None:
@@ -132,18 +133,17 @@ def test_engine_death_keeps_partial_reply_and_next_message_restarts(parts: AppPa
     w = parts.window
     w.send_message("tell me")
     engine.stream("partial")
-    engine.engine_died.emit("The engine process stopped unexpectedly (exit code -9).")
+    engine.die(-9)
     assert not w.generating
-    assert "exit code -9" in w.notice.text()
+    assert "exit code -9" in w.notice.text() and "next message starts a new engine" in w.notice.text()
     assert "Traceback" not in w.notice.text()
-    assert [m.content for m in parts.store.messages(w.conversation_id)] == ["tell me", "partial"]
-    w.send_message("again")
-    assert len(engine.configs) == 2  # the next message loads what the engine had loaded, once
-    assert engine.configs[1] == engine.configs[0]
+    assert [m.content for m in parts.store.messages(w.session.current_id)] == ["tell me", "partial"]
+    w.send_message("again")  # the engine's supervisor starts it again for this reply
+    assert len(engine.configs) == 1
     assert engine.requests[-1].messages[-1].content == "again"
     engine.stream("fine")
     engine.finish()
-    assert parts.store.messages(w.conversation_id)[-1].content == "fine"
+    assert parts.store.messages(w.session.current_id)[-1].content == "fine"
 
 
 def test_load_failure_shows_a_sentence(parts: AppParts, tmp_path: Path) -> None:
@@ -178,9 +178,9 @@ def test_ctrl_n_starts_a_new_chat(qtbot, parts: AppParts, tmp_path: Path) -> Non
     w = parts.window
     w.send_message("hi")
     engine.finish(FinishReason.STOP)
-    assert w.conversation_id is not None
-    w.new_action.trigger()
-    assert w.conversation_id is None
+    assert w.session.current_id is not None
+    w.menus.new_action.trigger()
+    assert w.session.current_id is None
     assert w.chat_view.toPlainText().strip() != "hi"
 
 
@@ -277,7 +277,7 @@ def test_help_opens_the_log_folder(qtbot, parts: AppParts, monkeypatch, tmp_path
     monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url.toLocalFile()) or True)
     menus = [a.text() for a in parts.window.menuBar().actions()]
     assert "&Help" in menus
-    parts.window.log_folder_action.trigger()
+    parts.window.menus.log_folder_action.trigger()
     assert opened == [str(tmp_path / "logs")] and (tmp_path / "logs").is_dir()
 
 
@@ -316,7 +316,7 @@ def test_deleting_a_reply_deletes_only_it(qtbot, parts: AppParts, tmp_path: Path
     first_reply = next(m for m in w.chat_view.messages if m.content == "One.")
     assert first_reply.message_id is not None
     w.chat_view.delete_requested.emit(first_reply.message_id)
-    assert [m.content for m in parts.store.messages(w.conversation_id)] == ["First?", "Second?", "Two."]
+    assert [m.content for m in parts.store.messages(w.session.current_id)] == ["First?", "Second?", "Two."]
     assert "One." not in w.chat_view.toPlainText()
 
 
@@ -337,7 +337,7 @@ def test_deleting_a_user_message_asks_about_what_follows(
     assert question.message_id is not None
     _answer_dialog(qtbot, "delete_message_dialog", button)
     w.chat_view.delete_requested.emit(question.message_id)
-    assert [m.content for m in parts.store.messages(w.conversation_id)] == left
+    assert [m.content for m in parts.store.messages(w.session.current_id)] == left
     assert [m.content for m in w.chat_view.messages] == left
 
 
@@ -345,7 +345,7 @@ def test_a_message_cannot_be_deleted_while_its_chat_is_answering(parts: AppParts
     engine = _chat_of_two_exchanges(parts, tmp_path)
     w = parts.window
     reply = next(m for m in w.chat_view.messages if m.content == "Two.")
-    w.regenerate()
+    w.session.regenerate()
     engine.stream("Again")
     assert reply.message_id is not None
     w.chat_view.delete_requested.emit(reply.message_id)
@@ -364,7 +364,7 @@ def test_export_from_the_menu_and_the_sidebar(qtbot, parts: AppParts, tmp_path: 
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(chosen[-1]), ""))
     chosen.append(tmp_path / "out" / "chat")  # no suffix given: the format's own is added
     (tmp_path / "out").mkdir()
-    w.export_markdown_action.trigger()
+    w.menus.export_markdown_action.trigger()
     text = (tmp_path / "out" / "chat.md").read_text(encoding="utf-8")
     assert "## You\n\nFirst?" in text and "Two." in text
     assert "Exported" in w.notice.text()
@@ -375,7 +375,7 @@ def test_export_from_the_menu_and_the_sidebar(qtbot, parts: AppParts, tmp_path: 
     assert [m["content"] for m in document["messages"]] == ["First?", "One.", "Second?", "Two."]
     assert document["messages"][1]["stats"]["generated_tokens"] == 12
     chosen.append(tmp_path / "gone" / "chat.md")
-    w.export_markdown_action.trigger()
+    w.menus.export_markdown_action.trigger()
     assert w.notice.text().startswith("Could not export the chat to")
     assert "folder does not exist" in w.notice.text()
 
@@ -388,7 +388,7 @@ def test_chat_settings_are_kept_with_the_chat(qtbot, parts: AppParts, tmp_path: 
 
     engine = _chat_of_two_exchanges(parts, tmp_path)
     w = parts.window
-    assert w.chat_settings_action.isEnabled()
+    assert w.menus.chat_settings_action.isEnabled()
 
     def fill() -> None:
         dialog = QApplication.activeModalWidget()
@@ -403,18 +403,18 @@ def test_chat_settings_are_kept_with_the_chat(qtbot, parts: AppParts, tmp_path: 
         dialog.accept()
 
     QTimer.singleShot(0, fill)
-    w.chat_settings_action.trigger()
-    assert parts.store.get(w.conversation_id).options == {"temperature": 0.25, "max_reply_tokens": 200}
-    w.regenerate()
+    w.menus.chat_settings_action.trigger()
+    assert parts.store.get(w.session.current_id).options == {"temperature": 0.25, "max_reply_tokens": 200}
+    w.session.regenerate()
     assert (engine.requests[-1].max_tokens, engine.requests[-1].sampling.temperature) == (200, 0.25)
     engine.finish()
-    dialog = w.chat_settings_dialog(w.conversation_id)
+    dialog = w.chat_settings_dialog(w.session.current_id)
     assert dialog.own_length.isChecked() and dialog.length.value() == 200
     dialog.own_length.setChecked(False)
     assert dialog.length.value() == 1024  # back to showing the app's setting
     assert dialog.values() == {"temperature": 0.25}
     w.new_conversation()
-    assert not w.chat_settings_action.isEnabled()
+    assert not w.menus.chat_settings_action.isEnabled()
 
 
 def test_keyboard_shortcuts_are_on_the_menus_and_work(qtbot, parts: AppParts, tmp_path: Path) -> None:
@@ -449,15 +449,15 @@ def test_keyboard_shortcuts_are_on_the_menus_and_work(qtbot, parts: AppParts, tm
     assert w.composer.toPlainText() == "Second?" and w.session.editing
     qtbot.keyClick(w.composer, Qt.Key.Key_Up)  # with text in the box Up only moves the cursor
     assert w.composer.toPlainText() == "Second?"
-    assert w.speculation_action.isChecked() and parts.settings.speculation
+    assert w.menus.speculation_action.isChecked() and parts.settings.speculation
     mods = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
     qtbot.keyClick(w.composer, Qt.Key.Key_S, mods)
     assert not parts.settings.speculation and not w.status.speculation_enabled
-    assert not w.speculation_action.isChecked()
+    assert not w.menus.speculation_action.isChecked()
     qtbot.keyClick(w.composer, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
     assert w.sidebar.search.hasFocus()
     qtbot.keyClick(w.sidebar.search, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
-    assert w.conversation_id is None
+    assert w.session.current_id is None
 
 
 def test_regenerate_shows_a_switcher_between_the_answers(qtbot, parts: AppParts, tmp_path: Path) -> None:
@@ -466,7 +466,7 @@ def test_regenerate_shows_a_switcher_between_the_answers(qtbot, parts: AppParts,
     engine = _chat_of_two_exchanges(parts, tmp_path)
     w = parts.window
     assert "1/1" not in w.chat_view.toPlainText()  # one answer: no switcher
-    w.regenerate()
+    w.session.regenerate()
     assert "Two." not in w.chat_view.toPlainText()  # the answer being replaced is not shown meanwhile
     engine.stream("Deux.")
     engine.finish()
@@ -524,12 +524,12 @@ def test_a_long_prompt_being_read_shows_its_progress_then_the_reply(
     w = parts.window
     w.send_message("Summarise our long chat")
     event = TokenEvent("", 0, 0, stats(0), engine.speculation(), prompt_progress=(256, 1024, 4.0))
-    engine.tokens_received.emit(event)
+    engine.job_event.emit(Tokens(engine.job, "window", event))
     qtbot.waitUntil(lambda: "Reading the conversation: 256 of 1,024 tokens, about 12 s left"
                     in w.chat_view.toPlainText(), timeout=3000)
     qtbot.waitUntil(lambda: w.status.rate_label.text() == "Reading 25%", timeout=3000)
     assert w.chat_view.streaming_text == ""
-    assert [m.role for m in parts.store.messages(w.conversation_id)] == ["user"]  # nothing saved yet
+    assert [m.role for m in parts.store.messages(w.session.current_id)] == ["user"]  # nothing saved yet
     engine.stream("Here it is.")
     qtbot.waitUntil(lambda: "Reading the conversation" not in w.chat_view.toPlainText(), timeout=3000)
     assert w.chat_view.streaming_text == "Here it is."

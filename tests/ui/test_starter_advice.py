@@ -11,10 +11,11 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from localchat.app import AppParts
-from localchat.engine.types import EngineInfo, MeasuredCosts, ModelInfo
+from localchat.engine.types import EngineConfig, EngineInfo, MeasuredCosts, ModelInfo
+from localchat.host.events import Phase
 from localchat.ui.model_manager import ModelManagerDialog
 from tests.ui.apps import fake_engine_app
-from tests.ui.fakes import ON
+from tests.ui.fakes import ON, FakeEngine
 
 GB = 10**9
 STARTER = "/models/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -34,6 +35,14 @@ def info(target: str = STARTER, draft: str = DRAFTER, curve: tuple[tuple[int, fl
                   True),
         4096, 2, 99 if gpu else 0, ON, measured=MeasuredCosts(curve, drafter_s, gpu),
     )
+
+
+def loaded(parts: AppParts, engine_info: EngineInfo) -> None:
+    """The engine says this pair is loaded (the fake engine's state, as the supervisor publishes it)."""
+    engine = parts.engine
+    assert isinstance(engine, FakeEngine)
+    draft = engine_info.draft.path if engine_info.draft is not None else None
+    engine.set_state(phase=Phase.READY, info=engine_info, config=EngineConfig(engine_info.target.path, draft))
 
 
 @pytest.fixture
@@ -65,7 +74,7 @@ def test_a_gpu_measurement_of_the_starter_offers_the_bigger_model_once(
     parts: AppParts, tmp_path: Path
 ) -> None:
     window = parts.window
-    parts.session.model_loaded.emit(info())
+    loaded(parts, info())
     assert window.suggestion.isVisible()
     text = window.suggestion.text()
     assert "For this computer: Qwen2.5-Coder 32B Instruct" in text
@@ -79,33 +88,33 @@ def test_a_gpu_measurement_of_the_starter_offers_the_bigger_model_once(
     assert note.startswith("For this computer: Qwen2.5-Coder 32B Instruct")
     assert not window.suggestion.isVisible()
 
-    parts.session.model_loaded.emit(info())  # the same pair again: offered once is enough
+    loaded(parts, info())  # the same pair again: offered once is enough
     assert not window.suggestion.isVisible()
 
 
 def test_not_now_hides_the_offer_and_opens_nothing(parts: AppParts) -> None:
-    parts.session.model_loaded.emit(info())
+    loaded(parts, info())
     assert parts.window.suggestion.isVisible()
     opened: list[str] = []
-    parts.window.suggested_model_requested.connect(opened.append)
+    parts.window.suggestion.model_requested.connect(opened.append)
     parts.window.suggestion.linkActivated.emit("dismiss")
     assert not parts.window.suggestion.isVisible() and opened == []
 
 
 def test_where_the_starter_suits_the_computer_nothing_is_offered(parts: AppParts, tmp_path: Path) -> None:
-    parts.session.model_loaded.emit(info(curve=CPU_CURVE, backend="CPU", drafter_s=0.0332))
+    loaded(parts, info(curve=CPU_CURVE, backend="CPU", drafter_s=0.0332))
     assert not parts.window.suggestion.isVisible()
     assert (tmp_path / "data" / "machine-measure.json").is_file()  # kept for the starter button
 
 
 def test_another_drafter_says_nothing_about_the_starter_pairs(parts: AppParts, tmp_path: Path) -> None:
-    parts.session.model_loaded.emit(info(draft="/models/other/smollm2-135m.gguf"))
+    loaded(parts, info(draft="/models/other/smollm2-135m.gguf"))
     assert not parts.window.suggestion.isVisible()
     assert not (tmp_path / "data" / "machine-measure.json").exists()
 
 
 def test_a_model_the_user_chose_is_measured_but_not_second_guessed(parts: AppParts, tmp_path: Path) -> None:
-    parts.session.model_loaded.emit(info(target="/models/my-finetune-q8_0.gguf"))
+    loaded(parts, info(target="/models/my-finetune-q8_0.gguf"))
     assert not parts.window.suggestion.isVisible()
     assert (tmp_path / "data" / "machine-measure.json").is_file()
 
@@ -116,7 +125,7 @@ def test_the_starter_button_selects_the_starter_for_this_computer(parts: AppPart
     entry, _note = open_manager_and_read(parts.window.starter_requested.emit)
     assert entry == "qwen2.5-coder-1.5b-instruct"  # nothing measured yet: the catalog's starter
 
-    parts.session.model_loaded.emit(info())
+    loaded(parts, info())
     entry, note = open_manager_and_read(parts.window.starter_requested.emit)
     assert entry == "qwen2.5-coder-32b-instruct"
     assert "about 29 tokens/s expected (speculation 3.1x)" in note

@@ -2,15 +2,15 @@
 
 A benchmark runs in a spawned child of its own (not in the chat's engine
 process) so it can start from empty caches, use the same greedy settings for
-every mode, and be killed without touching the chat. It stands on the same
-child-process layer as the engine (host/child.py). The app's side is
-``bench_process.BenchProcess``, which never imports this module (only the child does);
-the child's entry point is ``serve_bench``.
+every mode, and be killed without touching the chat. Its supervisor is
+host/supervisor.py's ``BenchSupervisor``, the same machinery as the engine's;
+the app never imports this module (only the child does, by name).
 
-Its messages are in bench_protocol.py. The app sends ``BenchCancel()`` to stop;
-the child's reader thread sets a flag that ``run_bench`` checks between runs and
-the engine checks between steps. A vanished app (EOF on the pipe) sets the same
-flag, so the child ends instead of holding a model in memory.
+It gets its ``RunBench`` when spawned and answers with host/events.py's
+``Loaded``, ``BenchProgress``, ``BenchDone`` or ``Failed``. ``Cancel`` sets a
+flag that ``run_bench`` checks between runs and the engine between steps; a
+vanished app (EOF on the pipe) sets the same flag, so the child ends instead of
+holding a model in memory.
 
 No Qt here.
 """
@@ -26,20 +26,15 @@ from typing import Any, Protocol
 
 from localchat.bench.report import BenchRecord
 from localchat.bench.runner import BenchEngine, run_bench
-from localchat.engine.errors import EngineError
 from localchat.engine.types import EngineConfig, EngineInfo
-from localchat.host.bench_protocol import (
-    BenchCancel,
-    BenchDone,
-    BenchFailed,
-    BenchJob,
-    BenchLoaded,
-    BenchProgress,
-)
 from localchat.host.child import ParentGone, ParentLink, configure_logging
-from localchat.host.worker import DEFAULT_ENGINE, load_factory
+from localchat.host.engine_child import DEFAULT_ENGINE, generation_failure, load_factory, load_failure
+from localchat.host.events import BenchDone, BenchProgress, Failed, Failure, FailureKind, Loaded
+from localchat.host.protocol import Cancel, RunBench
 
 log = logging.getLogger(__name__)
+
+SOURCE = "bench"
 
 
 class BenchableEngine(BenchEngine, Protocol):
@@ -51,19 +46,19 @@ class BenchableEngine(BenchEngine, Protocol):
     def close(self) -> None: ...
 
 
-# Child side
-
-
 class _BenchRunner:
-    def __init__(self, conn: Connection, job: BenchJob, factory: Callable[[EngineConfig], Any]) -> None:
+    def __init__(self, conn: Connection, job: RunBench, factory: Callable[[EngineConfig], Any]) -> None:
         self._job = job
         self._factory = factory
         self._cancel = threading.Event()
         self._link = ParentLink(conn, self._on_message, self._cancel.set, name="bench")
 
     def _on_message(self, message: object) -> None:
-        if isinstance(message, BenchCancel):
+        if isinstance(message, Cancel):
             self._cancel.set()
+
+    def _fail(self, failure: Failure) -> None:
+        self._link.send(Failed(0, SOURCE, failure))
 
     def run(self) -> None:
         self._link.start()
@@ -71,16 +66,12 @@ class _BenchRunner:
         try:
             try:
                 engine: BenchableEngine = self._factory(job.config)
-            except EngineError as exc:
-                log.warning("benchmark load failed: %s", exc)
-                self._link.send(BenchFailed(str(exc)))
-                return
             except Exception as exc:
-                log.exception("benchmark load failed unexpectedly")
-                self._link.send(BenchFailed(f"The model could not be loaded ({type(exc).__name__}: {exc})."))
+                log.warning("benchmark load failed: %s", exc, exc_info=True)
+                self._fail(load_failure(exc))
                 return
             try:
-                self._link.send(BenchLoaded(engine.info, engine.draft_problem or ""))
+                self._link.send(Loaded(engine.info, engine.draft_problem or ""))
 
                 def on_record(record: BenchRecord, done: int, total: int) -> None:
                     self._link.send(BenchProgress(record, done, total))
@@ -90,13 +81,9 @@ class _BenchRunner:
                                        should_cancel=self._cancel.is_set, warmup=job.warmup)
                 except (ParentGone, KeyboardInterrupt):
                     raise
-                except EngineError as exc:
-                    log.warning("benchmark failed: %s", exc)
-                    self._link.send(BenchFailed(str(exc)))
-                    return
                 except Exception as exc:
-                    log.exception("benchmark failed unexpectedly")
-                    self._link.send(BenchFailed(f"The benchmark failed ({type(exc).__name__}: {exc})."))
+                    log.warning("benchmark failed: %s", exc, exc_info=True)
+                    self._fail(generation_failure(exc))
                     return
                 self._link.send(BenchDone(report, self._cancel.is_set()))
             finally:
@@ -107,7 +94,7 @@ class _BenchRunner:
 
 
 def serve_bench(
-    conn: Connection, job: BenchJob, engine_factory: str = DEFAULT_ENGINE, log_path: str | None = None
+    conn: Connection, job: RunBench, engine_factory: str = DEFAULT_ENGINE, log_path: str | None = None
 ) -> None:
     """Entry point of the benchmark process (the target of multiprocessing's spawn)."""
     configure_logging(log_path, "bench")
@@ -116,8 +103,10 @@ def serve_bench(
         factory = load_factory(engine_factory)
     except Exception as exc:
         log.exception("cannot import the engine %s", engine_factory)
+        detail = f"The engine could not start ({type(exc).__name__}: {exc})."
+        failure = Failure(FailureKind.LOAD_FAILED, detail)
         with contextlib.suppress(OSError, BrokenPipeError):
-            conn.send(BenchFailed(f"The engine could not start ({type(exc).__name__}: {exc})."))
+            conn.send(Failed(0, SOURCE, failure))
         conn.close()
         return
     _BenchRunner(conn, job, factory).run()

@@ -17,8 +17,11 @@ from localchat.engine.types import (
     GenerationRequest,
     SpeculationConfig,
 )
-from localchat.host import EngineGone, EngineProcess
-from localchat.host.protocol import Cancel, Failed, Finished, Generate, Load, Loaded, Reply, Tokens
+from localchat.host.child import ChildGone, ChildProcess
+from localchat.host.events import Event, Failed, Finished, Loaded, Tokens
+from localchat.host.protocol import Cancel, Generate, Load
+
+from .processes import engine_process
 
 # A raw prompt that greedy decoding keeps continuing (no early end of text).
 LONG = GenerationRequest(
@@ -27,7 +30,7 @@ LONG = GenerationRequest(
 PROMPT = (ChatMessage("user", "List the days of the week, one per line."),)
 
 
-def _next(proc: EngineProcess, timeout: float = 120.0) -> Reply:
+def _next(proc: ChildProcess, timeout: float = 120.0) -> Event:
     reply = proc.receive(timeout)
     assert reply is not None, "no reply from the engine in time"
     return reply
@@ -35,8 +38,7 @@ def _next(proc: EngineProcess, timeout: float = 120.0) -> Reply:
 
 @pytest.fixture(scope="module")
 def engine(smollm2_path: Path):
-    proc = EngineProcess()
-    proc.start()
+    proc = engine_process()
     # SmolLM2 drafting for itself: speculation runs and is accepted almost always.
     proc.send(Load(EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=1024)))
     reply = _next(proc)
@@ -53,7 +55,7 @@ def test_generate_streams_tokens_with_statistics(engine) -> None:
         max_tokens=24,
         speculation=SpeculationConfig(drafter=DrafterKind.MODEL, adaptive=False),
     )
-    proc.send(Generate(1, request))
+    proc.send(Generate(1, "window", request))
     tokens: list[Tokens] = []
     while True:
         reply = _next(proc)
@@ -75,7 +77,7 @@ def test_generate_streams_tokens_with_statistics(engine) -> None:
 
 def test_cancel_returns_promptly_and_the_engine_stays_usable(engine) -> None:
     proc, _ = engine
-    proc.send(Generate(2, LONG))
+    proc.send(Generate(2, "window", LONG))
     first = _next(proc)
     assert isinstance(first, Tokens)
     seen = first.event.stats.generated_tokens
@@ -87,13 +89,13 @@ def test_cancel_returns_promptly_and_the_engine_stays_usable(engine) -> None:
             break
         seen = reply.event.stats.generated_tokens
     assert isinstance(reply, Failed | Finished), reply
-    assert isinstance(reply, Finished), reply.message
+    assert isinstance(reply, Finished), reply.failure
     assert reply.result.finish_reason is FinishReason.CANCELLED
     # Promptly means within about one engine step of the cancel. Wall-clock time depends on how
     # busy the machine is (a step took seconds on a shared 2-core runner), so count tokens instead.
     assert reply.result.stats.generated_tokens - seen <= 2
     assert time.monotonic() - started < 20
-    proc.send(Generate(3, GenerationRequest(messages=PROMPT, max_tokens=4)))
+    proc.send(Generate(3, "window", GenerationRequest(messages=PROMPT, max_tokens=4)))
     while isinstance(reply := _next(proc), Tokens):
         pass
     assert isinstance(reply, Finished) and reply.result.stats.generated_tokens > 0
@@ -101,28 +103,26 @@ def test_cancel_returns_promptly_and_the_engine_stays_usable(engine) -> None:
 
 def test_kill_mid_reply_then_a_new_process_works(smollm2_path: Path) -> None:
     config = EngineConfig(str(smollm2_path), n_ctx=512)
-    proc = EngineProcess()
-    proc.start()
+    proc = engine_process()
     try:
         proc.send(Load(config))
         assert isinstance(_next(proc), Loaded)
-        proc.send(Generate(1, LONG))
+        proc.send(Generate(1, "window", LONG))
         assert isinstance(_next(proc), Tokens)
         assert proc.pid is not None
         os.kill(proc.pid, signal.SIGKILL)
-        with pytest.raises(EngineGone):
+        with pytest.raises(ChildGone):
             while True:
                 _next(proc, 10)
     finally:
         proc.kill()
     assert proc.exitcode == -signal.SIGKILL
 
-    fresh = EngineProcess()
-    fresh.start()
+    fresh = engine_process()
     try:
         fresh.send(Load(config))
         assert isinstance(_next(fresh), Loaded)
-        fresh.send(Generate(1, GenerationRequest(messages=PROMPT, max_tokens=4)))
+        fresh.send(Generate(1, "window", GenerationRequest(messages=PROMPT, max_tokens=4)))
         while isinstance(reply := _next(fresh), Tokens):
             pass
         assert isinstance(reply, Finished) and reply.result.text

@@ -1,4 +1,4 @@
-"""The engine process's side: owns the Engine, answers the protocol's requests in order.
+"""The engine process: owns the Engine, answers the protocol's requests in order.
 
 Two threads: the main thread runs requests one at a time (load, generate...),
 and a reader thread receives from the pipe all along, so a ``Cancel`` is seen
@@ -7,8 +7,10 @@ while ``Engine.generate`` runs (it sets a flag that the engine's
 closes) cancels the reply and ends the process instead of leaving an orphan
 holding gigabytes of model.
 
-Tokens are merged before they cross the pipe (at most one ``Tokens`` message
-per ``TOKEN_INTERVAL_S``); what is pending goes out before ``Finished``.
+Answers are host/events.py's: ``Loaded``, ``Tokens``, ``Finished`` and
+``Failed`` (job 0 for a load), each engine error turned into a ``Failure`` of
+its kind here, once. Tokens are merged before they cross the pipe (at most one
+``Tokens`` per ``TOKEN_INTERVAL_S``); what is pending goes out before the end.
 
 This module imports no Qt and loads the engine lazily (``engine_factory`` is a
 "module:attribute" path, so tests can run the same process with a fake engine).
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from localchat.engine.errors import EngineError
+from localchat.engine.errors import ContextOverflowError, EngineError, InvalidRequestError
 from localchat.engine.types import (
     EngineConfig,
     EngineInfo,
@@ -33,22 +35,8 @@ from localchat.engine.types import (
     TokenEvent,
 )
 from localchat.host.child import ParentGone, ParentLink, configure_logging, import_named
-from localchat.host.protocol import (
-    Cancel,
-    Failed,
-    Finished,
-    Generate,
-    Load,
-    Loaded,
-    LoadFailed,
-    Reply,
-    Request,
-    Shutdown,
-    Tokens,
-    Unload,
-    Unloaded,
-    merge_events,
-)
+from localchat.host.events import Event, Failed, Failure, FailureKind, Finished, Loaded, Tokens
+from localchat.host.protocol import Cancel, Generate, Load, Request, Shutdown, merge_events
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +44,8 @@ DEFAULT_ENGINE = "localchat.engine.engine:Engine"
 TOKEN_INTERVAL_S = 1 / 30
 
 
-class EngineLike(Protocol):
-    """What the host needs from localchat.engine.engine.Engine."""
+class GeneratingEngine(Protocol):
+    """What the engine process needs from localchat.engine.engine.Engine."""
 
     info: EngineInfo
 
@@ -71,9 +59,29 @@ class EngineLike(Protocol):
     def close(self) -> None: ...
 
 
-def load_factory(path: str) -> Callable[[EngineConfig], EngineLike]:
-    factory: Callable[[EngineConfig], EngineLike] = import_named(path)
+def load_factory(path: str) -> Callable[[EngineConfig], Any]:
+    factory: Callable[[EngineConfig], Any] = import_named(path)
     return factory
+
+
+def load_failure(exc: Exception) -> Failure:
+    """Why a load failed: the engine's sentence, or the unexpected error named."""
+    if isinstance(exc, EngineError):
+        return Failure(FailureKind.LOAD_FAILED, str(exc))
+    return Failure(FailureKind.LOAD_FAILED, f"The model could not be loaded ({type(exc).__name__}: {exc}).")
+
+
+def generation_failure(exc: Exception) -> Failure:
+    """Why a reply failed, as a kind with its facts (the one place engine errors become Failures)."""
+    if isinstance(exc, ContextOverflowError):
+        return Failure(FailureKind.CONTEXT_EXCEEDED, str(exc), needed=exc.needed, n_ctx=exc.n_ctx,
+                       reserve=exc.reserve)
+    if isinstance(exc, InvalidRequestError):
+        return Failure(FailureKind.INVALID_REQUEST, str(exc))
+    if isinstance(exc, EngineError):
+        return Failure(FailureKind.ENGINE_ERROR, str(exc))
+    return Failure(FailureKind.ENGINE_ERROR,
+                   f"The engine failed while writing the reply ({type(exc).__name__}: {exc}).")
 
 
 class TokenBatcher:
@@ -110,9 +118,9 @@ class TokenBatcher:
 class EngineHost:
     """Runs requests from ``conn`` against an engine made by ``factory`` until Shutdown or EOF."""
 
-    def __init__(self, conn: Connection, factory: Callable[[EngineConfig], EngineLike]) -> None:
+    def __init__(self, conn: Connection, factory: Callable[[EngineConfig], GeneratingEngine]) -> None:
         self._factory = factory
-        self._engine: EngineLike | None = None
+        self._engine: GeneratingEngine | None = None
         self._inbox: queue.SimpleQueue[Request] = queue.SimpleQueue()
         self._cancelled: set[int] = set()
         self._lock = threading.Lock()
@@ -138,23 +146,20 @@ class EngineHost:
     def _on_message(self, request: Request) -> None:
         if isinstance(request, Cancel):
             with self._lock:
-                self._cancelled.add(request.request_id)
+                self._cancelled.add(request.job)
         else:
             self._inbox.put(request)
 
     # Main thread
 
-    def _send(self, reply: Reply) -> None:
-        self._link.send(reply)
+    def _send(self, event: Event) -> None:
+        self._link.send(event)
 
     def _handle(self, request: Request) -> None:
         if isinstance(request, Load):
             self._load(request.config)
         elif isinstance(request, Generate):
             self._generate(request)
-        elif isinstance(request, Unload):
-            self._close_engine()
-            self._send(Unloaded())
         else:
             log.warning("ignoring unexpected request %r", request)
 
@@ -162,48 +167,44 @@ class EngineHost:
         self._close_engine()
         try:
             self._engine = self._factory(config)
-        except EngineError as exc:
-            log.warning("load failed: %s", exc)
-            self._send(LoadFailed(str(exc)))
-            return
         except Exception as exc:
-            log.exception("load failed unexpectedly")
-            self._send(LoadFailed(f"The model could not be loaded ({type(exc).__name__}: {exc})."))
+            if isinstance(exc, EngineError):
+                log.warning("load failed: %s", exc)
+            else:
+                log.exception("load failed unexpectedly")
+            self._send(Failed(0, "", load_failure(exc)))
             return
         self._send(Loaded(self._engine.info))
 
     def _generate(self, request: Generate) -> None:
-        rid = request.request_id
+        job, source = request.job, request.source
         if self._engine is None:
-            self._send(Failed(rid, "No model is loaded; choose a model first."))
+            self._send(Failed(job, source, Failure(FailureKind.NO_MODEL)))
             return
 
         def should_cancel() -> bool:
             with self._lock:
-                return rid in self._cancelled or self._link.gone.is_set()
+                return job in self._cancelled or self._link.gone.is_set()
 
-        batcher = TokenBatcher(lambda event: self._send(Tokens(rid, event)))
+        batcher = TokenBatcher(lambda event: self._send(Tokens(job, source, event)))
         try:
             result = self._engine.generate(request.request, on_event=batcher.add, should_cancel=should_cancel)
         except ParentGone:
             raise
-        except EngineError as exc:
-            batcher.flush()
-            log.warning("generation %d failed: %s", rid, exc)
-            self._send(Failed(rid, str(exc)))
         except Exception as exc:
             batcher.flush()
-            log.exception("generation %d failed unexpectedly", rid)
-            message = f"The engine failed while writing the reply ({type(exc).__name__}: {exc})."
-            self._send(Failed(rid, message))
+            if isinstance(exc, EngineError):
+                log.warning("generation %d failed: %s", job, exc)
+            else:
+                log.exception("generation %d failed unexpectedly", job)
+            self._send(Failed(job, source, generation_failure(exc)))
         else:
             batcher.flush()
-            self._send(Finished(rid, result))
+            self._send(Finished(job, source, result))
         finally:
             with self._lock:
-                self._cancelled.discard(rid)
-                # Cancels for finished requests will never be needed again.
-                self._cancelled = {r for r in self._cancelled if r > rid}
+                # Cancels for this job and earlier ones will never be needed again.
+                self._cancelled = {j for j in self._cancelled if j > job}
 
     def _close_engine(self) -> None:
         engine, self._engine = self._engine, None
@@ -221,7 +222,7 @@ def serve(conn: Connection, engine_factory: str = DEFAULT_ENGINE, log_path: str 
     try:
         factory = load_factory(engine_factory)
     except Exception as exc:
-        # Without an engine every request fails with this sentence rather than the process vanishing.
+        # Without an engine every load fails with this sentence rather than the process vanishing.
         log.exception("cannot import the engine %s", engine_factory)
         message = f"The engine could not start ({type(exc).__name__}: {exc})."
 

@@ -10,22 +10,18 @@ import pytest
 from localchat.bench.modes import bench_mode
 from localchat.bench.prompts import builtin_prompts
 from localchat.engine.types import EngineConfig
-from localchat.host.bench_process import BenchProcess
-from localchat.host.bench_protocol import BenchLoaded, BenchProgress
+from localchat.host.events import BenchProgress, Loaded
+from localchat.host.protocol import RunBench
+
+from .processes import bench_process
 
 pytestmark = pytest.mark.slow
 
 
 def test_vanished_parent_ends_the_process(smollm2_path: Path) -> None:
-    proc = BenchProcess()
-    modes = [bench_mode("off"), bench_mode("draft")]
-    proc.start(
-        EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=512, n_threads=1),
-        builtin_prompts()[:6],
-        modes,
-        64,
-        warmup=False,
-    )
+    modes = (bench_mode("off"), bench_mode("draft"))
+    config = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=512, n_threads=1)
+    proc = bench_process(RunBench(config, tuple(builtin_prompts()[:6]), modes, 64, warmup=False))
     try:
         deadline = time.monotonic() + 120
         seen: list[object] = []
@@ -33,7 +29,7 @@ def test_vanished_parent_ends_the_process(smollm2_path: Path) -> None:
             reply = proc.receive(0.5)
             if reply is not None:
                 seen.append(reply)
-        assert isinstance(seen[0], BenchLoaded) and isinstance(seen[-1], BenchProgress)
+        assert isinstance(seen[0], Loaded) and isinstance(seen[-1], BenchProgress)
         assert proc._conn is not None
         proc._conn.close()  # as if the app had vanished: the child reads EOF
         proc._conn = None

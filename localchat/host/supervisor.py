@@ -1,0 +1,554 @@
+"""Supervisors: the one owner of each child process and of everything known about it.
+
+``EngineSupervisor`` owns the engine process and its state: it spawns it,
+loads models, restarts it after a death (at once for a server, at the next job
+for the window), leaves a worker that has gone out of the restart when the
+pair fits here alone, kills an engine that ignores a cancel, and notices a
+death while idle. It is the only holder of ``EngineState``: every change is a
+new frozen snapshot, published as ``StateChanged``. Beside it, a fair queue of
+jobs (host/jobs.py) from several sources: the window and the API clients share
+ONE engine process and ONE loaded model::
+
+    supervisor = EngineSupervisor(config, listener=...); supervisor.start()
+    supervisor.wait_ready(timeout)                          # EngineInfo, or EngineUnavailable
+    job = supervisor.submit(request, source="api:chat-1")   # EngineUnavailable when it cannot queue
+    event = job.events.get()                                # Tokens... then Finished or Failed
+    supervisor.cancel(job)                                  # queued: dropped; running: Cancel
+    supervisor.close()
+
+``BenchSupervisor`` runs one benchmark process the same way (spawn, pump,
+death, a cancel that is not honoured). Both run one thread each, touch their
+child only from it, and tell their ``listener`` every event of host/events.py
+from that thread, in order: a Qt object hands them to the GUI thread
+(services/main_thread.py), an asyncio loop wakes on a job's ``notify``.
+
+The engine keeps one KV cache: consecutive turns of one conversation reuse
+their common prefix, and engine/state_cache.py keeps recent conversations'
+caches, so a request from another conversation in between costs little.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from localchat.bench.modes import BenchMode
+from localchat.bench.prompts import BenchPrompt
+from localchat.bench.report import BenchReport
+from localchat.catalog.sizes import Fit, fits_in_memory, total_ram
+from localchat.engine.rpc_wire import gone_worker
+from localchat.engine.types import EngineConfig, EngineInfo, GenerationRequest
+from localchat.host.child import ChildGone, ChildProcess
+from localchat.host.engine_child import DEFAULT_ENGINE
+from localchat.host.events import (
+    BenchDone,
+    BenchProgress,
+    EngineState,
+    Event,
+    Failed,
+    Failure,
+    FailureKind,
+    Finished,
+    JobEvent,
+    Loaded,
+    Phase,
+    StateChanged,
+    Tokens,
+)
+from localchat.host.failure_words import Audience, sentence
+from localchat.host.jobs import FairQueue, JobHandle
+from localchat.host.protocol import Cancel, Generate, Load, RunBench, Shutdown
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.02  # how often a supervisor looks at cancel flags while its child works
+IDLE_CHECK_S = 0.5  # how often an idle supervisor checks that its child still lives
+EXIT_CODE_WAIT_S = 1.0  # after the pipe closed, how long to wait for the child's exit code
+STOP_WAIT_S = 1.0  # how long a leaving child is given before it is killed
+
+Listener = Callable[[Event], None]
+
+
+class EngineUnavailable(Exception):
+    """The engine cannot take the request (or did not load); ``str`` is a sentence for an API client."""
+
+    def __init__(self, failure: Failure) -> None:
+        self.failure = failure
+        super().__init__(sentence(failure, Audience.API))
+
+
+class Supervisor:
+    """What every child's supervisor does the same way: one thread, one child at a time, telling."""
+
+    def __init__(self, target: str, *, what: str, listener: Listener | None, engine_factory: str,
+                 log_path: str | None, cancel_timeout_s: float) -> None:
+        self._target = target
+        self.what = what
+        self._listener = listener
+        self._engine_factory = engine_factory
+        self.log_path = log_path
+        self.cancel_timeout_s = cancel_timeout_s
+        self._process: ChildProcess | None = None
+        self._thread: threading.Thread | None = None
+
+    def _tell(self, event: Event) -> None:
+        if self._listener is not None:
+            try:
+                self._listener(event)
+            except Exception:  # a listener's failure must not stop the child's supervision
+                log.exception("the %s supervisor's listener failed on %r", self.what, event)
+
+    def _spawn(self, *args: object, farewell: object | None = None) -> ChildProcess:
+        process = ChildProcess(self._target, name=f"localchat-{self.what}", what=self.what, farewell=farewell)
+        process.spawn(*args, self._engine_factory, self.log_path)
+        self._process = process
+        return process
+
+    def _start_thread(self, run: Callable[[], None]) -> None:
+        self._thread = threading.Thread(target=run, name=f"{self.what}-supervisor", daemon=True)
+        self._thread.start()
+
+    @property
+    def thread_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _end_child(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            process.close()
+
+
+class EngineSupervisor(Supervisor):
+    """Owns one engine process and its state; runs jobs from several sources on it, one at a time."""
+
+    def __init__(
+        self,
+        config: EngineConfig | None,
+        *,
+        engine_factory: str = DEFAULT_ENGINE,
+        log_path: str | None = None,
+        max_queue: int = 16,
+        cancel_timeout_s: float = 5.0,
+        restart_eagerly: bool = True,
+        listener: Listener | None = None,
+    ) -> None:
+        """``config`` None: no model until ``load``. ``restart_eagerly``: after the engine died, start
+        it again at once (a server), or only when a job asks (the window, so a model that cannot load
+        again is not retried behind the user's back)."""
+        super().__init__("localchat.host.engine_child:serve", what="engine", listener=listener,
+                         engine_factory=engine_factory, log_path=log_path, cancel_timeout_s=cancel_timeout_s)
+        self.restart_eagerly = restart_eagerly
+        self._cond = threading.Condition()
+        self._queue = FairQueue(max_queue)
+        self._ids = itertools.count(1)
+        self._running: JobHandle | None = None
+        self._state = EngineState(Phase.NO_MODEL, config)
+        self._reload = config is not None  # a load was asked for and not begun
+        self._closing = False
+
+    # -- reading (any thread) ----------------------------------------------------------
+    @property
+    def state(self) -> EngineState:
+        return self._state
+
+    @property
+    def queued(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    @property
+    def running_source(self) -> str | None:
+        job = self._running
+        return job.source if job is not None else None
+
+    @property
+    def max_queue(self) -> int:
+        return self._queue.limit
+
+    def _set_state(self, **changes: object) -> None:
+        """Replace the snapshot and publish it (called with ``_cond`` held, so snapshots keep order)."""
+        self._state = dataclasses.replace(self._state, **changes)  # type: ignore[arg-type]
+        self._cond.notify_all()
+        self._tell(StateChanged(self._state))
+
+    # -- commands (any thread) ---------------------------------------------------------
+    def start(self) -> None:
+        """Start the supervisor's thread, which starts the engine and loads the configured model."""
+        with self._cond:
+            if self._thread is not None:
+                return
+            if self._state.config is not None:
+                self._set_state(phase=Phase.LOADING)
+            self._start_thread(self._run)
+
+    def wait_ready(self, timeout: float | None = None) -> EngineInfo:
+        """Block until the model is loaded; EngineUnavailable with the reason if it cannot be."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                state = self._state
+                if state.ready:
+                    assert state.info is not None
+                    return state.info
+                if self._closing or state.phase is Phase.CLOSED:
+                    raise EngineUnavailable(Failure(FailureKind.CLOSED))
+                if state.config is None:
+                    raise EngineUnavailable(Failure(FailureKind.NO_MODEL))
+                if state.phase is Phase.FAILED:
+                    raise EngineUnavailable(state.failure or Failure(FailureKind.LOAD_FAILED))
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise EngineUnavailable(Failure(
+                        FailureKind.LOAD_FAILED, f"The model did not load within {timeout:g} seconds."))
+                self._cond.wait(0.1 if left is None else min(left, 0.1))
+
+    def load(self, config: EngineConfig) -> None:
+        """Load another model once the running job (if any) ends; queued jobs then run on it."""
+        with self._cond:
+            self._reload = True
+            self._set_state(phase=Phase.LOADING, config=config, info=None, failure=None, dropped_workers=())
+
+    def submit(
+        self,
+        request: GenerationRequest,
+        source: str = "window",
+        notify: Callable[[JobEvent], None] | None = None,
+        *,
+        queue_events: bool = True,
+    ) -> JobHandle:
+        """Queue ``request`` behind the other sources' jobs. ``queue_events`` False: its events reach
+        the listener only (the window's client reads them there), not the handle's queue too."""
+        with self._cond:
+            if self._closing:
+                raise EngineUnavailable(Failure(FailureKind.CLOSED))
+            if self._thread is not None and not self._thread.is_alive():
+                raise EngineUnavailable(self._state.failure or Failure(FailureKind.INTERNAL))
+            full = self._queue.full()
+            if full is not None:
+                raise EngineUnavailable(full)
+            job = JobHandle(next(self._ids), source, request, notify=notify)
+            if not queue_events:
+                job.events = None
+            self._queue.add(job)
+            self._cond.notify_all()
+            return job
+
+    def cancel(self, job: JobHandle) -> None:
+        """A queued job is dropped (Failed CANCELLED); a running one gets Cancel, then Finished."""
+        with self._cond:
+            if job.done:
+                return
+            job.cancel_requested = True
+            if self._queue.remove(job):
+                self._end(job, Failed(job.id, job.source, Failure(FailureKind.CANCELLED)))
+            self._cond.notify_all()
+
+    def close(self, timeout: float = 3.0) -> None:
+        """Fail the waiting jobs, cancel the running one, stop the engine (blocks up to ``timeout``)."""
+        with self._cond:
+            self._closing = True
+            self._fail_waiting(Failure(FailureKind.CLOSED))
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        process, self._process = self._process, None
+        if process is not None:
+            process.stop(STOP_WAIT_S)
+            process.close()
+        with self._cond:
+            self._set_state(phase=Phase.CLOSED, info=None, pid=None)
+
+    # -- the supervisor's thread ---------------------------------------------------------
+    def _end(self, job: JobHandle, event: Tokens | Finished | Failed) -> None:
+        """Hand a job its event and tell the listener."""
+        job.put(event)
+        self._tell(event)
+
+    def _fail_waiting(self, failure: Failure) -> None:
+        for job in self._queue.drain():
+            self._end(job, Failed(job.id, job.source, failure))
+
+    def _run(self) -> None:
+        job: JobHandle | None = None
+        try:
+            while True:
+                ended = False
+                with self._cond:
+                    while not self._closing and not len(self._queue) and not self._engine_wanted():
+                        self._cond.wait(IDLE_CHECK_S)
+                        ended = self._ended_while_idle()
+                        if ended:
+                            break
+                    if self._closing:
+                        return
+                if ended:
+                    self._idle_death()
+                    continue
+                with self._cond:
+                    wanted = self._engine_wanted()
+                if wanted:
+                    self._ensure_engine()
+                    continue
+                with self._cond:
+                    job = self._queue.next()
+                    if job is None:
+                        continue
+                    self._running = job
+                try:
+                    self._run_job(job)
+                finally:
+                    with self._cond:
+                        self._running = None
+                        self._cond.notify_all()
+                job = None
+        except Exception:
+            log.exception("the engine supervisor stopped unexpectedly")
+            self._stopped_unexpectedly(job)
+
+    def _stopped_unexpectedly(self, running: JobHandle | None) -> None:
+        """The thread is ending on a fault: tell everyone who waits on it (a load, the running job,
+        the queued ones, the listener), instead of leaving them waiting for ever."""
+        failure = Failure(FailureKind.INTERNAL)
+        with self._cond:
+            if running is not None and not running.done:
+                self._end(running, Failed(running.id, running.source, failure))
+            self._fail_waiting(failure)
+            self._set_state(phase=Phase.FAILED, info=None, failure=failure)
+
+    def _engine_wanted(self) -> bool:
+        """Whether to (re)start or reload before the next job: at start, after a death, or ``load``."""
+        state = self._state
+        if state.config is None:
+            return False
+        if self._reload:
+            return True
+        alive = self._process is not None and self._process.is_alive()
+        if alive and state.info is not None:
+            return False
+        # After a failed load (or a death, when not restarting eagerly), only a job asks again.
+        waits_for_a_job = state.phase is Phase.FAILED or (
+            state.phase is Phase.STOPPED and not self.restart_eagerly)
+        return not waits_for_a_job or bool(len(self._queue))
+
+    def _died(self, process: ChildProcess, *, while_loading: bool = False) -> Failure:
+        """Why the engine process ended: a worker that no longer answers, or the process itself."""
+        code = process.wait_exitcode(EXIT_CODE_WAIT_S)
+        config = self._state.config
+        gone = gone_worker(config.rpc_servers) if config is not None and config.rpc_servers else None
+        if gone is not None:
+            return Failure(FailureKind.WORKER_LOST, exitcode=code, worker=str(gone),
+                           while_loading=while_loading)
+        return Failure(FailureKind.ENGINE_DIED, exitcode=code, while_loading=while_loading)
+
+    def _ended_while_idle(self) -> bool:
+        process = self._process
+        return process is not None and not process.is_alive() and self._state.info is not None
+
+    def _idle_death(self) -> None:
+        """An engine that ended while idle (killed, out of memory): say so now, not at the next job."""
+        process = self._process
+        if process is None:
+            return
+        failure = self._died(process)
+        log.warning("engine process %s ended while idle (exit code %s)", process.pid, failure.exitcode)
+        self._stopped(failure)
+
+    def _stopped(self, failure: Failure) -> None:
+        """The engine process is gone: forget it; the state says why."""
+        self._end_child()
+        with self._cond:
+            if not self._closing:
+                self._set_state(phase=Phase.STOPPED, info=None, pid=None, failure=failure)
+
+    def _restart_config(self, config: EngineConfig) -> EngineConfig:
+        """After a worker went away: when the pair fits in this computer's memory, run here alone."""
+        failure = self._state.failure
+        if failure is None or failure.kind is not FailureKind.WORKER_LOST or not config.rpc_servers:
+            return config
+        size = sum(Path(p).stat().st_size for p in (config.target_path, config.draft_path or "")
+                   if p and Path(p).is_file())
+        if fits_in_memory(size, total_ram()) is not Fit.YES:
+            return config  # the load names the missing worker
+        return dataclasses.replace(config, rpc_servers=(), tensor_split=())
+
+    def _ensure_engine(self) -> None:
+        with self._cond:
+            asked, self._reload = self._reload, False
+            config = self._state.config
+        assert config is not None
+        dropped: tuple[str, ...] = self._state.dropped_workers
+        failure = self._state.failure
+        if not asked and failure is not None:  # a restart after a death
+            restart = self._restart_config(config)
+            if restart != config:
+                dropped, config = (failure.worker,), restart
+        with self._cond:
+            if self._reload:  # another load was asked for meanwhile
+                return
+            self._set_state(phase=Phase.LOADING, config=config, info=None, dropped_workers=dropped)
+        process = self._process
+        if process is None or not process.is_alive():
+            self._end_child()
+            process = self._spawn(farewell=Shutdown())
+            with self._cond:
+                self._set_state(pid=process.pid)
+        info: EngineInfo | None = None
+        failure = None
+        try:
+            process.send(Load(config))
+            while info is None and failure is None:
+                if self._closing:
+                    return
+                reply = process.receive(0.1)
+                if isinstance(reply, Loaded):
+                    info = reply.info
+                elif isinstance(reply, Failed):
+                    failure = reply.failure
+        except ChildGone:
+            failure = self._died(process, while_loading=True)
+            self._end_child()
+        with self._cond:
+            if self._reload:  # another load was asked for meanwhile; its answer is the one that counts
+                return
+            if info is not None:
+                log.info("model loaded: %s", info.target.name)
+                self._set_state(phase=Phase.READY, info=info, failure=None, ever_loaded=True)
+                return
+            assert failure is not None
+            log.warning("load failed: %s", sentence(failure))
+            self._set_state(phase=Phase.FAILED, info=None, failure=failure,
+                            pid=self._process.pid if self._process is not None else None)
+            # The jobs waiting now cannot run: tell them why instead of retrying for ever.
+            self._fail_waiting(failure)
+
+    def _run_job(self, job: JobHandle) -> None:
+        if job.cancel_requested:
+            self._end(job, Failed(job.id, job.source, Failure(FailureKind.CANCELLED)))
+            return
+        process = self._process
+        state = self._state
+        if process is None or not state.ready:
+            failure = state.failure or Failure(FailureKind.NO_MODEL)
+            self._end(job, Failed(job.id, job.source, failure))
+            return
+        job.started_at = time.monotonic()
+        cancel_sent: float | None = None
+        try:
+            process.send(Generate(job.id, job.source, job.request))
+            while True:
+                if (job.cancel_requested or self._closing) and cancel_sent is None:
+                    process.send(Cancel(job.id))
+                    cancel_sent = time.monotonic()
+                if cancel_sent is not None and time.monotonic() - cancel_sent > self.cancel_timeout_s:
+                    log.warning("the engine did not stop within %.1f s of cancel; killing it",
+                                self.cancel_timeout_s)
+                    process.kill()
+                    failure = Failure(FailureKind.HUNG, exitcode=process.exitcode,
+                                      timeout_s=self.cancel_timeout_s)
+                    self._end(job, Failed(job.id, job.source, failure))
+                    self._stopped(failure)
+                    return
+                reply = process.receive(POLL_S)
+                if not isinstance(reply, Tokens | Finished | Failed) or reply.job != job.id:
+                    continue
+                if isinstance(reply, Finished):
+                    self._queue.took(time.monotonic() - job.started_at)
+                self._end(job, reply)
+                if not isinstance(reply, Tokens):
+                    return
+        except ChildGone:
+            failure = self._died(process)
+            log.warning("engine process %s ended during job %d (exit code %s)", process.pid, job.id,
+                        failure.exitcode)
+            self._end(job, Failed(job.id, job.source, failure))
+            self._stopped(failure)
+
+
+class BenchSupervisor(Supervisor):
+    """Runs one benchmark process at a time; tells Loaded, BenchProgress, then BenchDone or Failed.
+
+    After ``cancel`` the child stops between engine steps; if it has not answered within
+    ``cancel_timeout_s`` it is killed and BenchDone(cancelled=True) carries the runs that arrived.
+    """
+
+    def __init__(self, listener: Listener, *, engine_factory: str = DEFAULT_ENGINE,
+                 log_path: str | None = None, cancel_timeout_s: float = 10.0) -> None:
+        super().__init__("localchat.host.bench_child:serve_bench", what="benchmark", listener=listener,
+                         engine_factory=engine_factory, log_path=log_path, cancel_timeout_s=cancel_timeout_s)
+        self._cancel_at: float | None = None
+        self._stop = threading.Event()
+        self._over = threading.Event()  # its last event was told (its thread may still be ending)
+
+    @property
+    def running(self) -> bool:
+        return self.thread_alive and not self._over.is_set()
+
+    def start(self, config: EngineConfig, prompts: Sequence[BenchPrompt], modes: Sequence[BenchMode],
+              max_tokens: int, *, warmup: bool = True) -> None:
+        """Start a benchmark; RuntimeError if one is already running."""
+        if self.running:
+            raise RuntimeError("a benchmark is already running")
+        if self._thread is not None:
+            self._thread.join(1.0)  # it has told its last event: it is only closing the child
+        self._cancel_at = None
+        self._stop.clear()
+        self._over.clear()
+        process = self._spawn(RunBench(config, tuple(prompts), tuple(modes), max_tokens, warmup))
+        self._start_thread(lambda: self._run(process))
+
+    def cancel(self) -> None:
+        """Stop after the current engine step; BenchDone(cancelled=True) follows."""
+        process = self._process
+        if process is None or self._cancel_at is not None:
+            return
+        self._cancel_at = time.monotonic()
+        with contextlib.suppress(ChildGone):  # its death is told by the thread
+            process.send(Cancel(0))
+
+    def stop(self) -> None:
+        """End the benchmark at once, telling nothing more (the dialog is closing)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+        self._end_child()
+
+    def _last(self, event: BenchDone | Failed) -> None:
+        self._over.set()
+        self._tell(event)
+
+    def _run(self, process: ChildProcess) -> None:
+        partial = BenchReport()
+        try:
+            while not self._stop.is_set():
+                cancel_at = self._cancel_at
+                if cancel_at is not None and time.monotonic() - cancel_at > self.cancel_timeout_s:
+                    log.warning("the benchmark did not stop within %.1f s of cancel; killing it",
+                                self.cancel_timeout_s)
+                    self._last(BenchDone(partial, cancelled=True))
+                    return
+                message = process.receive(POLL_S)
+                if isinstance(message, BenchProgress):
+                    partial.records.append(message.record)
+                if isinstance(message, BenchDone | Failed):
+                    self._last(message)
+                    return
+                if isinstance(message, Loaded | BenchProgress):
+                    self._tell(message)
+        except ChildGone:
+            code = process.wait_exitcode(EXIT_CODE_WAIT_S)
+            log.warning("benchmark process %s ended (exit code %s)", process.pid, code)
+            if not self._stop.is_set():
+                if self._cancel_at is not None:
+                    self._last(BenchDone(partial, cancelled=True))
+                else:
+                    self._last(Failed(0, "bench", Failure(FailureKind.ENGINE_DIED, exitcode=code)))
+        finally:
+            if self._process is process:
+                self._end_child()

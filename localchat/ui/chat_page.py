@@ -1,0 +1,59 @@
+"""The chat page of the main window: the chat's system prompt, the conversation, a notice line, the
+suggestion line, the message box and its buttons, laid out; the window connects them."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
+
+from localchat.ui.chat_view import ChatView
+from localchat.ui.composer import Composer
+from localchat.ui.suggestion_banner import SuggestionBanner
+
+
+class ChatPage(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.chat_view = ChatView(self)
+        self.chat_view.set_placeholder("Type a message below to start.")
+        self.composer = Composer(self)
+        self.system_prompt = QLineEdit(self)
+        self.system_prompt.setObjectName("system_prompt")
+        self.system_prompt.setPlaceholderText("System prompt for this chat (optional)")
+        self.send_button = QPushButton("Send", self)
+        self.stop_button = QPushButton("Stop", self)
+        self.stop_button.setToolTip("Stop the reply (Esc)")
+        self.regenerate_button = QPushButton("Regenerate", self)
+        self.edit_button = QPushButton("Edit last message", self)
+        self.notice = QLabel("", self)
+        self.notice.setObjectName("notice")
+        self.notice.setWordWrap(True)
+        self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notice.hide()
+        # A bigger starter model that suits this computer better (services.StarterAdvisor).
+        self.suggestion = SuggestionBanner(self)
+
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.edit_button)
+        buttons.addWidget(self.regenerate_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.send_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 0)
+        layout.addWidget(self.system_prompt)
+        layout.addWidget(self.chat_view, 1)
+        for widget in (self.notice, self.suggestion, self.composer):
+            layout.addWidget(widget)
+        layout.addLayout(buttons)
+
+    def show_notice(self, text: str) -> None:
+        """One sentence under the chat (an error, or what just happened); empty hides it."""
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+
+    def set_busy(self, busy: bool, has_chat: bool) -> None:
+        self.stop_button.setEnabled(busy)
+        self.send_button.setEnabled(not busy)
+        self.regenerate_button.setEnabled(not busy and has_chat)
+        self.edit_button.setEnabled(not busy and has_chat)
