@@ -7,7 +7,7 @@ adaptive speculation, which drafts only the tokens it expects to pay), greedy, o
 bench prompts and, with --prompts, those of a bench prompts file (JSON Lines). Prints, per
 confidence bin of 0.1, how many first tokens were judged and the share accepted: a drafter whose
 tokens are accepted more often than its confidence says is underconfident, and adaptive
-speculation's calibration (engine/adaptive.py) has to learn that.
+speculation's calibration (engine/calibration.py) has to learn that.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ bench prompts and, with --prompts, those of a bench prompts file). Recorded per 
 confidence and how many were accepted. Printed, for code and edits apart from chat and stories:
 
 1. the share accepted by confidence, at the first position of a draft and at later ones (given that
-   the tokens before were accepted): adaptive speculation's calibration (engine/adaptive.py) has
+   the tokens before were accepted): adaptive speculation's calibration (engine/calibration.py) has
    one curve for every position;
-2. the mean confidence of the next token after a token of each confidence: ``StopRule.look_further``
+2. the mean confidence of the next token after a token of each confidence: ``CostStopRule.look_further``
    guesses the next token's chance from the last kept one;
 3. the speed that the stop rule reaches over the recorded steps, on this machine's measured costs
    (the calibration at load) and the recorded acceptance as its calibration, against the same rule
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, cast
 from recorded_drafts import Step, add_arguments, chosen_prompts, drafting_engine, record
 
 if TYPE_CHECKING:
-    from localchat.engine.adaptive import CostModel
+    from localchat.engine.costs import CostModel
 
 DRAFT = 6
 
@@ -43,14 +43,15 @@ def simulate(steps: Sequence[Step], cost: CostModel, calibration: object, look_s
              guess: Callable[[float, float], float] | None) -> float:
     """Tokens per second of the stop rule over ``steps``; ``guess(confidence, q)`` replaces the last
     kept token's chance as the guess for the next token's (None: the rule as it is)."""
-    from localchat.engine.adaptive import Calibration, StopRule
+    from localchat.engine.calibration import Calibration
+    from localchat.engine.stop_rule import CostStopRule
 
     cal = cast(Calibration, calibration)
     t1 = cost.t_verify(1)
     assert t1 is not None
     tokens = seconds = 0.0
     for confs, accepted in steps:
-        rule = StopRule(cost, cal, 1.0 / t1, look_s)
+        rule = CostStopRule(cost, cal, 1.0 / t1, look_s)
         kept, spent = 0, look_s  # the first look is paid every speculative step
         for i, conf in enumerate(confs):
             if not rule.take(i, conf):
@@ -84,7 +85,7 @@ def main() -> int:
     add_arguments(ap, max_tokens=64)
     args = ap.parse_args()
 
-    from localchat.engine.adaptive import Calibration
+    from localchat.engine.calibration import Calibration
 
     by_group: dict[str, list[Step]] = defaultdict(list)
     with drafting_engine(args, calibrate=True) as eng:

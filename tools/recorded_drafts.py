@@ -102,7 +102,7 @@ def record(eng: Engine, prompt: BenchPrompt, length: int, max_tokens: int) -> li
     eng.reset()
     tokens, _ = eng.formatter.tokens_for((ChatMessage("user", prompt.prompt),))
     rec = Recorder(length)
-    # The loop asks its policy for adaptive's StopRule; the drafter needs only take/look_further.
+    # The loop asks its policy for a StopRule; the drafter needs only take/look_further.
     policy = cast("DraftPolicy", rec)
     loop = DecodeLoop(eng.target, eng.model_drafter, policy, SamplingParams(temperature=0.0), StatsRecorder(),
                       lambda: False, max_tokens)

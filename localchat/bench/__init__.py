@@ -7,7 +7,7 @@
 - memory.py: peak resident memory, measured in the process that ran the models.
 - runner.py: runs every prompt in every mode on an engine. The only module here that
   drives an engine; it reaches it through a Protocol, so even it does not import
-  ``localchat.engine.engine``. It runs in the benchmark process (host/bench_worker.py)
+  ``localchat.engine.engine``. It runs in the benchmark process (host/bench_child.py)
   or in ``localchat bench``, never in the GUI process (an import-linter contract checks
   that the GUI imports neither it nor the engine, directly or not).
 """

@@ -1,10 +1,17 @@
-"""Benchmark modes: the one meaning of each mode name, for the CLI, the app and the runner."""
+"""Benchmark modes: a speculation mode under the label the report shows it by.
+
+What each mode name means is engine/speculation_modes.py's (``speculation_for_mode``), shared with
+``localchat generate`` and the HTTP API; a benchmark mode adds only its label (``draft:8`` for the
+draft model at length 8 in a sweep).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from localchat.engine.types import DrafterKind, SpeculationConfig
+from localchat.engine.speculation_modes import speculation_for_mode
+from localchat.engine.types import SpeculationConfig
+from localchat.settings.options import DRAFT_TOKENS_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -13,28 +20,9 @@ class BenchMode:
     speculation: SpeculationConfig
 
 
-MODE_NAMES = ("off", "draft", "ngram", "auto", "adaptive")
-
-
 def bench_mode(
-    name: str, draft_tokens: int = 4, p_min: float | None = None, label: str | None = None
+    name: str, draft_tokens: int = DRAFT_TOKENS_DEFAULT, p_min: float | None = None, label: str | None = None
 ) -> BenchMode:
-    """off: plain decoding; draft: the draft model, fixed length; ngram: prompt lookup, fixed
-    length; auto: the draft model plus n-gram lookup where the context repeats, fixed length;
-    adaptive: auto with the adaptive policy (draft length from measured acceptance and cost,
-    auto-off when it loses)."""
-    p = SpeculationConfig().p_min if p_min is None else p_min
-    label = label or name
-    if name == "off":
-        return BenchMode(label, SpeculationConfig(enabled=False, draft_tokens=draft_tokens))
-    if name == "adaptive":
-        return BenchMode(
-            label,
-            SpeculationConfig(drafter=DrafterKind.AUTO, draft_tokens=draft_tokens, adaptive=True, p_min=p),
-        )
-    kinds = {"draft": DrafterKind.MODEL, "ngram": DrafterKind.NGRAM, "auto": DrafterKind.AUTO}
-    if name not in kinds:
-        raise ValueError(f"unknown benchmark mode {name!r} (use {', '.join(MODE_NAMES)})")
-    return BenchMode(
-        label, SpeculationConfig(drafter=kinds[name], draft_tokens=draft_tokens, adaptive=False, p_min=p)
-    )
+    """The mode ``name`` (one of ``speculation_modes.MODE_NAMES``) shown as ``label`` (default: the name);
+    ValueError with a sentence for an unknown name."""
+    return BenchMode(label or name, speculation_for_mode(name, draft_tokens, p_min))

@@ -12,9 +12,9 @@ the loaded target, and the drafter's time per token. Decoding a token reads
 every weight once, so a target with ``s`` times the bytes takes about ``s``
 times as long per pass, at every batch size; the drafter's cost stays what was
 measured. From that, for each candidate: plain speed, the best speed-up over
-draft lengths 1..8 at a typical acceptance (``ACCEPTANCE``), and the speed a
-chat would see (adaptive speculation pauses where it loses, so never below
-plain).
+fixed draft lengths 1..``LONGEST_PREDICTED_DRAFT`` (8) at a typical acceptance
+(``ACCEPTANCE``), and the speed a chat would see (adaptive speculation pauses
+where it loses, so never below plain).
 
 The choice: the largest candidate that fits in memory and is expected to write
 at least ``COMFORTABLE_TPS`` tokens a second (faster than anyone reads); where
@@ -45,7 +45,9 @@ from localchat.catalog.sizes import Fit, fits_in_memory
 ACCEPTANCE = 0.8
 # Faster than people read: a target slower than this with speculation is not chosen for a first chat.
 COMFORTABLE_TPS = 10.0
-MAX_DRAFT = 8
+# The prediction tries every fixed draft length from 1 to this one at ``ACCEPTANCE`` and keeps the best
+# (``Prediction.draft_length``). Not the engine's bound on one draft (settings' DRAFT_TOKENS_MAX, 16).
+LONGEST_PREDICTED_DRAFT = 8
 FORMAT = "localchat-machine-measure/1"
 
 log = logging.getLogger(__name__)
@@ -147,7 +149,7 @@ def predict(entry: CatalogEntry, measured: MachineMeasure, total_ram: int | None
     d = measured.draft_token_s
     if d is not None and d > 0:
         expected = 1.0
-        for k in range(1, MAX_DRAFT + 1):
+        for k in range(1, LONGEST_PREDICTED_DRAFT + 1):
             expected += ACCEPTANCE**k
             gain = expected * t1 / (k * d + measured.t_verify(k + 1, scale))
             if gain > best:

@@ -9,7 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from localchat.cli.common import add_engine_options, engine_config, fail, speculation_for_mode
+from localchat.cli.common import add_engine_options, engine_config, fail
+from localchat.engine.speculation_modes import MODE_NAMES
 
 
 def register(sub: Any) -> None:
@@ -27,7 +28,7 @@ def register(sub: Any) -> None:
     p.add_argument("--category", action="append", help="only prompts of this category (repeatable)")
     p.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
     p.add_argument("--modes", default="off,draft,ngram",
-                   help="comma-separated: off, draft, ngram, auto, adaptive; NAME:N fixes the draft "
+                   help=f"comma-separated: {', '.join(MODE_NAMES)}; NAME:N fixes the draft "
                         "length (draft:8), e.g. off,draft:2,draft:4,draft:8,adaptive")
     p.add_argument("--repeat", type=int, default=1,
                    help="run every prompt in every mode this many times (averages out a busy machine)")
@@ -41,20 +42,30 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
-    from localchat.bench.modes import BenchMode
+def _whole_number(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number, not {text!r}") from None
 
-    lengths = [int(x) for x in str(args.draft_tokens).split(",") if x.strip()]
+
+def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
+    """``--modes`` (NAME or NAME:N, comma-separated) at each ``--draft-tokens`` length; ValueError with a
+    sentence for an unknown name or a length that is not a whole number in bounds."""
+    from localchat.bench.modes import bench_mode
+
+    lengths = [_whole_number(x.strip(), "--draft-tokens") for x in str(args.draft_tokens).split(",")
+               if x.strip()]
     if not lengths:
         raise ValueError("--draft-tokens needs at least one length")
     modes = []
     for item in [m.strip() for m in spec.split(",") if m.strip()]:
         name, _, n = item.partition(":")
-        sweep = [int(n)] if n else ([lengths[0]] if name in ("off", "adaptive") else lengths)
+        fixed = [_whole_number(n, f"the draft length in {item!r}")] if n else []
+        sweep = fixed or ([lengths[0]] if name in ("off", "adaptive") else lengths)
         for length in sweep:
-            ns = argparse.Namespace(**{**vars(args), "draft_tokens": length})
             label = item if n or len(sweep) == 1 else f"{name}:{length}"
-            modes.append(BenchMode(label, speculation_for_mode(name, ns)))
+            modes.append(bench_mode(name, length, args.p_min, label))
     if not modes:
         raise ValueError("no modes given")
     return modes

@@ -69,13 +69,6 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
     )
 
 
-def speculation_for_mode(mode: str, args: argparse.Namespace) -> SpeculationConfig:
-    """off | draft | ngram | auto | adaptive -> SpeculationConfig (see bench.modes.bench_mode)."""
-    from localchat.bench.modes import bench_mode
-
-    return bench_mode(mode, args.draft_tokens, args.p_min).speculation
-
-
 def fail(message: str) -> int:
     print(f"localchat: {message}", file=sys.stderr)
     return 1

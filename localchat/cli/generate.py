@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from localchat.cli.common import add_engine_options, engine_config, fail, speculation_for_mode
+from localchat.cli.common import add_engine_options, engine_config, fail
+from localchat.engine.speculation_modes import speculation_for_mode
 
 
 def register(sub: Any) -> None:
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         mode = "draft" if args.draft else "ngram"
     try:
-        spec = speculation_for_mode(mode, args)
+        spec = speculation_for_mode(mode, args.draft_tokens, args.p_min)
         sampling = SamplingParams(
             temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
             repeat_penalty=args.repeat_penalty, seed=args.seed,

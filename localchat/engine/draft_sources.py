@@ -26,6 +26,7 @@ import numpy as np
 
 from localchat.engine import sampling
 from localchat.engine.backend import Context, DecodeAborted
+from localchat.engine.stop_rule import StopRule
 from localchat.engine.types import SamplingParams
 from localchat.settings.options import DRAFT_TOKENS_MAX
 
@@ -59,22 +60,6 @@ class Draft:
     # The draft model's top probability for each drafted token (its confidence).
     confidence: list[float] = field(default_factory=list)
     declined: Declined | None = None
-
-
-class StopRule(Protocol):
-    """Decides token by token how far a draft goes (see adaptive.StopRule)."""
-
-    def take(self, position: int, confidence: float) -> bool:
-        """Keep the token drafted at ``position`` (0-based), given the drafter's confidence in it?"""
-        ...
-
-    def look_further(self, position: int, decode_seconds: float) -> bool:
-        """Pay one drafter pass (``decode_seconds``) to draft the token after ``position``?"""
-        ...
-
-    def plan(self, confidences: Sequence[float]) -> int:
-        """How many of these already known draft tokens to keep (0: none)."""
-        ...
 
 
 class DraftSource(Protocol):

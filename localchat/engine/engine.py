@@ -18,7 +18,6 @@ from localchat.catalog.gguf import read_metadata
 from localchat.engine.adaptive import (
     DRAFT_MODEL_MIN_BEST,
     AdaptivePolicy,
-    CostModel,
     DraftPolicy,
     FixedPolicy,
     lookup_instead,
@@ -26,6 +25,7 @@ from localchat.engine.adaptive import (
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
 from localchat.engine.chat_format import ChatFormatter, FitCancelled
 from localchat.engine.compat import check_compatible
+from localchat.engine.costs import CostModel
 from localchat.engine.devices import add_worker, has_local_accelerator, local_accelerators
 from localchat.engine.draft_sources import CombinedDrafter, DraftSource, ModelDrafter, NgramDrafter
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError

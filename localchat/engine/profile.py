@@ -1,6 +1,6 @@
 """What a model pair costs on this machine, measured once and kept between engine processes.
 
-Adaptive speculation (adaptive.py) decides from measured costs: the target's
+Adaptive speculation (adaptive.py) decides from measured costs (costs.py): the target's
 verification time by batch size, the drafter's time per token, and how often the
 drafter's tokens are accepted at each confidence. Without this module every new
 engine process (each app start, each ``localchat bench``) learned them again,
@@ -48,8 +48,9 @@ from typing import Any
 import psutil
 
 from localchat.engine import sampling
-from localchat.engine.adaptive import Calibration, CostModel
 from localchat.engine.backend import Context, llama_version, system_info
+from localchat.engine.calibration import Calibration
+from localchat.engine.costs import CostModel
 from localchat.engine.draft_sources import NgramDrafter
 from localchat.engine.types import SamplingParams
 from localchat.settings.folders import profiles_dir
@@ -140,7 +141,7 @@ class ProfileKey:
 
 @dataclass
 class Measured:
-    """The costs a profile keeps (see adaptive.CostModel for their meaning)."""
+    """The costs a profile keeps (see costs.CostModel for their meaning)."""
 
     verify: dict[int, tuple[float, int]] = field(default_factory=dict)  # batch -> (seconds, passes)
     draft_token_s: float | None = None

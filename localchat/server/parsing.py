@@ -13,17 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from localchat.engine.speculation_modes import MODE_NAMES, speculation_for_mode
 from localchat.engine.types import (
     ChatMessage,
-    DrafterKind,
     EngineInfo,
     GenerationRequest,
     SamplingParams,
     SpeculationConfig,
 )
 from localchat.server.errors import bad_request
+from localchat.settings.options import DRAFT_TOKENS_DEFAULT, DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 
-SPEC_MODES = ("off", "draft", "ngram", "adaptive")
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -110,7 +110,10 @@ def _max_tokens(body: Mapping[str, Any], keys: tuple[str, ...], limits: Limits) 
 def speculation(
     body: Mapping[str, Any], info: EngineInfo | None, limits: Limits
 ) -> tuple[SpeculationConfig, str, str]:
-    """(config, mode used, warning) from the ``speculative`` extension field."""
+    """(config, mode used, warning) from the ``speculative`` extension field.
+
+    A mode name means what it means everywhere (engine/speculation_modes.py); here only the
+    fall-back where no draft model is loaded, and the warning that says so."""
     spec = body.get("speculative")
     mode, n_max = limits.default_mode, None
     if spec is not None:
@@ -118,26 +121,21 @@ def speculation(
             raise bad_request("'speculative' must be an object like {\"mode\": \"adaptive\"}.",
                               "speculative", "invalid_type")
         raw_mode = spec.get("mode", mode)
-        if raw_mode not in SPEC_MODES:
-            raise bad_request(f"'speculative.mode' must be one of {', '.join(SPEC_MODES)}.",
+        if raw_mode not in MODE_NAMES:
+            raise bad_request(f"'speculative.mode' must be one of {', '.join(MODE_NAMES)}.",
                               "speculative.mode", "invalid_value")
         mode = raw_mode
-        n_max = _integer(spec, "n_max", 1, 16)
-    n = n_max or 4
+        n_max = _integer(spec, "n_max", DRAFT_TOKENS_MIN, DRAFT_TOKENS_MAX)
+    n = n_max or DRAFT_TOKENS_DEFAULT
     warning = ""
     has_model = info is not None and info.draft is not None
-    if mode == "draft" and not has_model:
-        warning = "No draft model is loaded, so n-gram prompt lookup drafted instead of 'draft'."
+    if mode in ("draft", "auto") and not has_model:
+        # Without a draft model both draft by lookup alone, at the asked length: that is "ngram".
+        warning = f"No draft model is loaded, so n-gram prompt lookup drafted instead of {mode!r}."
         mode = "ngram"
     if mode == "adaptive" and not has_model and spec is not None and spec.get("mode") == "adaptive":
         warning = "No draft model is loaded, so adaptive speculation drafts with n-gram prompt lookup only."
-    if mode == "off":
-        return SpeculationConfig(enabled=False, draft_tokens=n), mode, warning
-    if mode == "ngram":
-        return SpeculationConfig(drafter=DrafterKind.NGRAM, draft_tokens=n, adaptive=False), mode, warning
-    if mode == "draft":
-        return SpeculationConfig(drafter=DrafterKind.MODEL, draft_tokens=n, adaptive=False), mode, warning
-    return SpeculationConfig(drafter=DrafterKind.AUTO, draft_tokens=n, adaptive=True), mode, warning
+    return speculation_for_mode(mode, n), mode, warning
 
 
 def _content(value: Any, where: str) -> str:

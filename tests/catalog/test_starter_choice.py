@@ -55,6 +55,18 @@ def test_a_fast_gpu_gets_the_largest_target_that_is_fast_enough_and_fits() -> No
     assert choice.chosen.speedup > 2.0 and "speculation 3." in choice.sentence
 
 
+def test_the_prediction_tries_fixed_lengths_up_to_its_own_longest_not_the_engines() -> None:
+    """On a GPU's flat curve the 32B's best fixed length is the longest the prediction tries, which is
+    not the engine's bound on one draft (DRAFT_TOKENS_MAX): two constants, two meanings."""
+    from localchat.settings.options import DRAFT_TOKENS_MAX
+
+    entries = starter_choice.candidates(load_catalog())
+    preds = {e.id: starter_choice.predict(e, FAST_GPU, 128 * GB) for e in entries}
+    assert preds["qwen2.5-coder-32b-instruct"].draft_length == starter_choice.LONGEST_PREDICTED_DRAFT
+    assert starter_choice.LONGEST_PREDICTED_DRAFT < DRAFT_TOKENS_MAX
+    assert all(p.draft_length <= starter_choice.LONGEST_PREDICTED_DRAFT for p in preds.values())
+
+
 def test_on_a_gpu_the_gpus_memory_decides_what_fits_not_the_ram() -> None:
     small_gpu = MachineMeasure(STARTER_BYTES, FAST_GPU.verify_s, FAST_GPU.draft_token_s, backend="CUDA",
                                accelerator_bytes=12 * GB)

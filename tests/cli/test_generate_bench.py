@@ -198,3 +198,15 @@ def test_bench_fresh_neither_reads_nor_writes_the_saved_profile(tmp_path: Path, 
     r = localchat(*args)
     assert r.returncode == 0, r.stderr
     assert json.loads(pair.path.read_text()) != json.loads(before)  # loaded, measured on, saved again
+
+
+def test_bench_refuses_an_unknown_mode_or_length_in_a_sentence(tmp_path: Path) -> None:
+    """The modes are read before any model loads (engine/speculation_modes.py names them)."""
+    never = str(tmp_path / "never-loaded.gguf")
+    for modes, sentence in (
+        ("off,warp", "'warp' is not a speculation mode; use one of off, draft, ngram, auto, adaptive."),
+        ("draft:x", "the draft length in 'draft:x' must be a whole number, not 'x'"),
+        ("draft:40", "draft_tokens must be between 1 and 16, got 40"),
+    ):
+        r = localchat("bench", "--model", never, "--modes", modes)
+        assert r.returncode == 1 and sentence in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -1,4 +1,6 @@
-"""The adaptive policy and its stop rule on scripted pairs: confidence, acceptance and timings."""
+"""The adaptive policy on scripted pairs: drafting, pausing and learning from confidence, acceptance
+and timings (the calibration, the costs and the stop rule alone: test_calibration.py, test_costs.py,
+test_stop_rule.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from localchat.engine.adaptive import (
-    AdaptivePolicy,
-    Calibration,
-    ConversationCalibration,
-    CostModel,
-    FixedPolicy,
-    StopRule,
-)
+from localchat.engine.adaptive import AdaptivePolicy, FixedPolicy
+from localchat.engine.costs import CostModel
+from tests.engine.cost_curves import DRAFTER_MS, F16_CURVE, Q4_CURVE, calibrated
 
 P_MIN = 0.5  # the drafter's own cut-off under a fixed length (ModelDrafter's default)
 NEVER_PAUSE: dict = {"warmup_steps": 10**6, "early_steps": 10**6}
@@ -114,11 +111,6 @@ def mixed(rng: random.Random) -> float:
     return rng.uniform(0.93, 1.0) if rng.random() < 0.35 else rng.uniform(0.1, 0.9)
 
 
-def warm(cost: CostModel, pair: Pair) -> None:
-    for _ in range(3):
-        cost.observe_verify(1, pair.t1)
-
-
 # -- fixed policy and first steps ------------------------------------------------------------
 def test_fixed_policy_never_changes() -> None:
     p = FixedPolicy(5)
@@ -136,25 +128,7 @@ def test_first_step_measures_plain_speed_then_the_stop_rule_decides() -> None:
     assert rule is not None and rule.value == pytest.approx(10.0)  # time is worth plain speed
 
 
-# -- calibration and the stop rule -------------------------------------------------------------
-def test_calibration_starts_from_the_confidence_and_learns_what_is_accepted() -> None:
-    cal = Calibration()
-    assert cal.q(0.9) == pytest.approx(0.9, abs=0.03)
-    rng = random.Random(1)
-    for _ in range(400):  # an overconfident drafter: 0.9 sure, right half the time
-        cal.observe([0.92], 1 if rng.random() < 0.5 else 0)
-    assert 0.4 < cal.q(0.92) < 0.6
-    assert cal.q(0.3) == pytest.approx(0.3, abs=0.03)  # other bins untouched
-
-
-def test_calibration_counts_tokens_up_to_the_first_rejection_only() -> None:
-    cal = Calibration(prior_weight=0.0001)
-    cal.observe([0.97, 0.55, 0.12], accepted=1)  # 0.97 accepted, 0.55 rejected, 0.12 never judged
-    assert cal.q(0.97) == pytest.approx(1.0, abs=1e-3)
-    assert cal.q(0.55) == pytest.approx(0.0, abs=1e-3)
-    assert cal.q(0.12) == pytest.approx(0.12)
-
-
+# -- the stop rule and what it learns ---------------------------------------------------------
 def test_declined_tokens_teach_the_bins_that_are_never_drafted() -> None:
     """An underconfident drafter: its 0.3-sure tokens are right 70% of the time. Drafting them never
     starts while the bin believes 0.3; the tokens the rule declined, judged by verification anyway,
@@ -178,50 +152,6 @@ def test_declined_tokens_teach_the_bins_that_are_never_drafted() -> None:
     rule = p.stop_rule()
     assert rule is not None and rule.take(0, 0.3)
     FixedPolicy(4).observe_declined("draft", 0.3, 1.0)  # fixed lengths learn nothing
-
-
-def test_a_conversation_shifts_the_pairs_calibration_from_every_verdict() -> None:
-    """After an hour of code the pair's mid-confidence bins say 0.5; in a chat the same tokens are
-    accepted 85% of the time. One offset learned from every verdict moves every bin, also the ones
-    this conversation has not seen yet; the pair's bins keep what code showed."""
-    pair = Calibration()
-    rng = random.Random(5)
-    for _ in range(400):
-        c = rng.uniform(0.4, 0.8)
-        pair.observe_one(c, 1.0 if rng.random() < 0.5 else 0.0)
-    assert 0.4 < pair.q(0.62) < 0.6
-    chat = ConversationCalibration(pair)
-    for _ in range(30):
-        c = rng.choice([0.42, 0.47, 0.72, 0.77])  # never the 0.60-0.65 bin
-        chat.observe_one(c, 1.0 if rng.random() < 0.85 else 0.0)
-    assert chat.shift.offset > 0.5
-    assert chat.q(0.62) > pair.q(0.62) + 0.12 and chat.seen(0.62) == 0
-    assert 0.4 < pair.q(0.62) < 0.6  # the conversation's evidence is its own
-    code = ConversationCalibration(pair)  # a conversation like the pair's history stays put
-    for _ in range(30):
-        c = rng.uniform(0.4, 0.8)
-        code.observe_one(c, 1.0 if rng.random() < 0.5 else 0.0)
-    assert abs(code.shift.offset) < 0.6
-
-
-def test_stop_rule_weighs_expected_tokens_against_their_cost() -> None:
-    cost = CostModel()
-    for _ in range(3):
-        cost.observe_verify(1, 0.10)
-        cost.observe_verify(2, 0.13)
-        cost.observe_verify(3, 0.14)
-        cost.observe_verify(4, 0.15)
-    # Time is worth 10 tokens/s; a first draft token adds 0.03 s of verification.
-    rule = StopRule(cost, Calibration(), value=10.0)
-    assert not rule.take(0, 0.2)  # 0.2 expected tokens < 10 * 0.03: a plain step is better
-    rule = StopRule(cost, Calibration(), value=10.0)
-    assert rule.take(0, 0.9)
-    # Looking at the next token costs a drafter pass (0.02 s) and 0.01 s more verification:
-    # worth it when 0.9 * 0.9 expected tokens > 10 * 0.03.
-    assert rule.look_further(0, decode_seconds=0.02)
-    assert not rule.look_further(0, decode_seconds=0.2)
-    assert rule.take(1, 0.5)  # 0.45 > 10 * 0.01
-    assert not rule.take(2, 0.15)  # 0.45 * 0.15 < 10 * 0.01
 
 
 def test_drafts_run_long_on_easy_text_and_not_at_all_on_hopeless_text() -> None:
@@ -385,37 +315,7 @@ def test_lookup_length_doubles_while_accepted_whole_and_falls_back_where_it_fail
     assert p.draft_length() == 3
 
 
-# -- cost model --------------------------------------------------------------------------------
-def test_cost_model_fits_a_line_through_measured_batches() -> None:
-    c = CostModel()
-    for _ in range(5):
-        c.observe_verify(1, 0.10)
-        c.observe_verify(5, 0.14)
-    assert c.t_verify(1) == 0.10
-    assert abs((c.t_verify(9) or 0) - 0.18) < 1e-6
-
-
-def test_a_few_slow_plain_steps_do_not_make_speculation_look_better() -> None:
-    """Verification cost never falls with the batch: slow single-token passes (a cold start)
-    are bounded by the well-measured two-token passes."""
-    cost = CostModel()
-    for _ in range(3):
-        cost.observe_verify(1, 0.475)
-    for _ in range(50):
-        cost.observe_verify(2, 0.062)
-    assert cost.t_verify(1) == pytest.approx(0.062)
-    assert cost.t_verify(2) == pytest.approx(0.062)
-
-
-def test_one_slow_pass_at_another_size_does_not_tilt_plain_speed() -> None:
-    cost = CostModel()
-    cost.observe_verify(1, 0.039)
-    for _ in range(10):
-        cost.observe_verify(2, 0.057)
-    cost.observe_verify(3, 0.200)  # one slow pass (a busy moment)
-    assert cost.t_verify(1) == pytest.approx(0.039)
-
-
+# -- the user turning speculation back on ---------------------------------------------------------
 def test_the_user_turning_speculation_back_on_ends_a_pause_at_once() -> None:
     """A chat that paused speculation stayed paused for its whole retry wait after the user
     turned speculation off and on again; ``resume`` probes at once, from fresh measurements."""
@@ -439,23 +339,7 @@ def test_the_user_turning_speculation_back_on_ends_a_pause_at_once() -> None:
     assert not fresh.paused
 
 
-# -- a calibrated cost curve (engine/profile.py) -------------------------------------------------
-# Measured on this project's 2-core machine at load (docs/BENCHMARKS.md, "Cost curve"): verification
-# ms by batch and the 0.5B Q4_K_M drafter's ms per drafted token.
-Q4_CURVE = {1: 27.7, 2: 55.0, 4: 91.5, 8: 144.4, 16: 172.0}
-F16_CURVE = {1: 60.0, 2: 94.0, 4: 111.0, 8: 159.0, 16: 219.0}
-DRAFTER_MS = 15.6
-
-
-def calibrated(curve: dict[int, float], drafter_ms: float = DRAFTER_MS, source: str = "draft") -> CostModel:
-    cost = CostModel()
-    for size, ms in curve.items():
-        cost.observe_verify(size, ms / 1000)
-    cost.draft_token_s[source] = drafter_ms / 1000
-    cost.calibrated = True
-    return cost
-
-
+# -- a calibrated cost curve (engine/profile.py; tests/engine/cost_curves.py) ---------------------
 def test_calibrated_costs_start_paused_where_speculation_cannot_pay() -> None:
     """The Q4_K_M 1.5B target with the 0.5B drafter on this CPU: even a run of the drafter's surest
     tokens is slower than plain decoding, so the first reply starts paused and says why."""
@@ -487,65 +371,6 @@ def test_an_uncalibrated_cost_model_still_learns_first() -> None:
     cost = calibrated(Q4_CURVE)
     cost.calibrated = False
     assert not AdaptivePolicy(cost, source="draft").paused
-
-
-def test_the_surest_tokens_are_not_trusted_at_their_word_until_measured() -> None:
-    cost = calibrated(Q4_CURVE)
-    before = cost.best_case_gain("draft")
-    cal = cost.calibration_for("draft")
-    for _ in range(60):  # the drafter's surest tokens turn out right every time
-        cal.observe([0.99], 1)
-    after = cost.best_case_gain("draft")
-    assert before is not None and after is not None and after > before
-
-
-def draft_length(curve: dict[int, float], confidence: float) -> int:
-    """How far one draft of tokens of this confidence goes, time priced at plain speed."""
-    cost = calibrated(curve, drafter_ms=5.0)
-    rule = StopRule(cost, cost.calibration_for("draft"), value=1 / (curve[1] / 1000))
-    n = 0
-    while n < 16 and rule.take(n, confidence) and rule.look_further(n, 0.005):
-        n += 1
-    return n
-
-
-def test_the_draft_length_follows_the_measured_curve() -> None:
-    """Verification nearly free up to 8 tokens and dear beyond: the increments follow the curve and
-    drafts stop near 8. Dear up to 4 and nearly free beyond (the Q4 curve's shape, exaggerated): the
-    same tokens draft to the ceiling. One line through every size would price both alike."""
-    flat_then_steep = {1: 60.0, 2: 70.0, 4: 72.0, 8: 76.0, 16: 400.0}
-    steep_then_flat = {1: 60.0, 2: 70.0, 4: 150.0, 8: 190.0, 16: 200.0}
-    cost = calibrated(flat_then_steep)
-    assert cost.extra_verify(3) < 0.006 < 0.03 < cost.extra_verify(12)
-    assert 5 <= draft_length(flat_then_steep, 0.9) <= 8
-    assert draft_length(steep_then_flat, 0.9) == 16
-
-
-def test_a_known_draft_is_kept_only_where_its_whole_length_pays() -> None:
-    """Lookup drafts are known whole before verification. On the Q4 curve one extra token doubles
-    the pass, so a short or doubtful copy is not worth verifying, while a long sure one is: the plan
-    weighs the two-token jump against every token after it (``take`` alone never would)."""
-    cost = calibrated(Q4_CURVE)
-    cal = Calibration()
-    rule = StopRule(cost, cal, value=1 / 0.0277)
-    assert not rule.take(0, 0.95)  # token by token, even a sure token cannot pay for the jump
-    assert rule.plan([0.95] * 16) >= 12  # a long sure copy pays: about 2x at this curve
-    assert rule.plan([0.95]) == 0  # one sure token cannot pay for a pass twice as long
-    assert rule.plan([0.6] * 16) == 0  # a doubtful one is not worth verifying at all
-    # On the F16 curve (a cheap batch) a shorter copy already pays.
-    f16 = StopRule(calibrated(F16_CURVE), Calibration(), value=1 / 0.060)
-    assert 0 < f16.plan([0.95] * 3) <= 3
-
-
-def test_the_plan_follows_what_verification_accepted() -> None:
-    """A match size whose drafts keep failing is no longer drafted: its bin learns the acceptance."""
-    cost = calibrated(Q4_CURVE)
-    cal = Calibration()
-    rule = StopRule(cost, cal, value=1 / 0.0277)
-    assert rule.plan([0.9] * 16) > 0
-    for _ in range(20):
-        cal.observe([0.9] * 16, 1)  # the first token accepted, the second rejected, every time
-    assert rule.plan([0.9] * 16) == 0
 
 
 def test_looks_that_do_not_pay_are_skipped_and_come_back_when_they_do() -> None:

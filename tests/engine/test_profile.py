@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from localchat.engine import profile
-from localchat.engine.adaptive import CostModel
+from localchat.engine.costs import CostModel
 from localchat.engine.profile import Measured, ProfileKey
 
 KEY = ProfileKey("100:aa", "50:bb", "CPU", 2, 0, "local", "0.3.36 CPU : AVX2 = 1 |")

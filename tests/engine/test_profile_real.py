@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from localchat.engine import profile
-from localchat.engine.adaptive import CostModel, LineFit
+from localchat.engine.costs import CostModel, LineFit
 from localchat.engine.engine import Engine
 from localchat.engine.types import (
     ChatMessage,

@@ -21,16 +21,20 @@ def test_modes_give_the_same_greedy_text_and_report_drafts(
     with serve(qwen_target_path, qwen_draft_path, ctx=1024) as s:
         client = s.client(timeout=300)
         replies = {}
-        for mode in ("off", "draft", "adaptive"):
+        for mode in ("off", "draft", "auto", "adaptive"):
             replies[mode] = client.chat.completions.create(
                 model="test-model", messages=[{"role": "user", "content": EDIT}], max_tokens=32,
                 temperature=0, extra_body={"speculative": {"mode": mode}},
             )
         texts = {m: r.choices[0].message.content for m, r in replies.items()}
         assert texts["draft"] == texts["off"] and texts["adaptive"] == texts["off"], texts
+        assert texts["auto"] == texts["off"], texts
         timings = {m: (r.model_extra or {})["timings"] for m, r in replies.items()}
         assert timings["off"]["draft_n"] == 0
         assert timings["draft"]["draft_n"] > 0 and timings["draft"]["draft_n_accepted"] > 0
+        # "auto" (the draft model plus lookup, a fixed length) is the bench's and the CLI's mode too.
+        assert (replies["auto"].model_extra or {})["speculative"]["mode"] == "auto"
+        assert timings["auto"]["draft_n"] > 0 and timings["auto"]["draft_n_accepted"] > 0
         usage = replies["draft"].usage
         assert usage is not None and usage.completion_tokens_details is not None
         accepted = usage.completion_tokens_details.accepted_prediction_tokens

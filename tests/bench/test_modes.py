@@ -1,0 +1,20 @@
+"""Benchmark modes (bench/modes.py): a mode name's speculation, under the label the report shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from localchat.bench.modes import bench_mode
+from localchat.engine.speculation_modes import MODE_NAMES, speculation_for_mode
+
+
+def test_a_bench_mode_is_the_shared_meaning_of_its_name_under_a_label() -> None:
+    for name in MODE_NAMES:
+        mode = bench_mode(name, 8, 0.4)
+        assert mode.name == name and mode.speculation == speculation_for_mode(name, 8, 0.4)
+    assert bench_mode("draft", 8, label="draft:8").name == "draft:8"
+
+
+def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
+    with pytest.raises(ValueError, match="'fast' is not a speculation mode; use one of off, draft"):
+        bench_mode("fast")
