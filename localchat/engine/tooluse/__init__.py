@@ -6,4 +6,5 @@
   generic fallback (tools described in the system message) for templates that do not know tools.
 - ``jsonscan`` and ``parser``: the reply read as it streams into content, reasoning and calls.
 - ``grammar``: the Lark grammar (llguidance's dialect) a call must follow, for the grammar engine.
+- ``plan``: what one request asks of its reply (the tools rendered, the calls read, the reader).
 """
