@@ -13,8 +13,12 @@ import pytest
 
 from localchat.engine.engine import Engine
 from localchat.engine.errors import ToolChoiceError, ToolSchemaError
+from localchat.engine.textruns import concat_runs, flags_from_runs, runs_from_flags
+from localchat.engine.tooluse.parser import PassThrough
+from localchat.engine.tooluse.plan import ReplyPlan
 from localchat.engine.types import (
     ChatMessage,
+    DrafterKind,
     EngineConfig,
     FinishReason,
     GenerationRequest,
@@ -140,3 +144,42 @@ def test_what_a_loaded_model_can_do(qwen: Engine, smollm2_path: Path) -> None:
                     tool_choice=ToolChoice(ToolChoiceMode.FUNCTION, "g"),
                 )
             )
+
+
+@pytest.mark.slow
+def test_the_draft_marking_follows_the_content(smollm2_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With tools offered the reader sits between the produced text and the events: the content's marking
+    must be the produced text's marking, character for character. The same request is generated again
+    with the reader replaced by one that passes the text through, which gives the text's own marking."""
+    # exact, and both read from scratch: the two runs decode the same tokens in the same batches
+    cfg = EngineConfig(
+        str(smollm2_path),
+        draft_path=str(smollm2_path),
+        n_ctx=1024,
+        use_profile=False,
+        calibrate=False,
+        state_memory_bytes=0,
+        exact=True,
+    )
+    spec = SpeculationConfig(drafter=DrafterKind.MODEL, adaptive=False, draft_tokens=4)
+    request = GenerationRequest(
+        messages=(ChatMessage("user", "Explain what a list is in Python."),),
+        max_tokens=48,
+        speculation=spec,
+        tools=(WEATHER,),
+    )
+    with Engine(cfg) as eng:
+        events: list[TokenEvent] = []
+        read = eng.generate(request, events.append)
+        monkeypatch.setattr(ReplyPlan, "reader", lambda *args: PassThrough())
+        eng.reset()
+        raw = eng.generate(request)
+    assert read.tool_calls == () and read.text == raw.text.strip() and read.text
+    lead = len(raw.text) - len(raw.text.lstrip())
+    flags = flags_from_runs(raw.drafted_runs)[lead : lead + len(read.text)]
+    assert read.drafted_runs == runs_from_flags(flags) and sum(read.drafted_runs[1::2]) > len(read.text) / 2
+    streamed: tuple[int, ...] = ()
+    for event in events:
+        assert sum(event.drafted_runs) == len(event.text)
+        streamed = concat_runs(streamed, event.drafted_runs)
+    assert streamed == read.drafted_runs
