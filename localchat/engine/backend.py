@@ -267,6 +267,18 @@ class Model:
         raw = _llama().llama_vocab_get_text(self.vocab, token)
         return bytes(raw) if raw is not None else b""
 
+    def is_special(self, token: int) -> bool:
+        """A control token, or a user-defined ``<...>`` one: what llguidance's llama.cpp tokenizer
+        marks as special (a grammar names it as a token, not as text)."""
+        lc = _llama()
+        attr = int(lc.llama_vocab_get_attr(self.vocab, token))
+        if attr & int(lc.LLAMA_TOKEN_ATTR_CONTROL):
+            return True
+        if not attr & int(lc.LLAMA_TOKEN_ATTR_USER_DEFINED):
+            return False
+        text = self.piece(token, special=True)
+        return text.startswith(b"<") and text.endswith(b">")
+
     def is_eog(self, token: int) -> bool:
         return bool(_llama().llama_vocab_is_eog(self.vocab, token))
 

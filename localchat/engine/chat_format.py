@@ -6,10 +6,18 @@ system prompt and never the newest user message; a message that cannot fit
 even alone is refused with a sentence that says how long it is. Fitting is
 linear in the chat's length (each message is tokenised once; the whole prompt
 is rendered a few times, not once per dropped turn) and can be cancelled.
+
+With tools (engine/tooluse/render.py): a template that renders tools gets them and
+the chat's calls and results in the shapes it expects; any other template (or a native
+one that refuses the chat) gets the generic prompt, tools described in the system
+message. A tool round (the assistant's calls and their results) is dropped as a
+whole, never a result without its call. Every render keeps the time budget.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -19,13 +27,27 @@ from typing import Any
 
 from localchat.engine.backend import Model
 from localchat.engine.errors import ContextOverflowError, GenerationError, InvalidRequestError
+from localchat.engine.tooluse.formats import THINK, ToolSupport, detect_support
+from localchat.engine.tooluse.render import (
+    ToolPrompt,
+    generic_messages,
+    native_messages,
+    tool_dicts,
+    uses_tools,
+)
 from localchat.engine.types import ChatMessage
+
+log = logging.getLogger("localchat.engine")
 
 RENDER_BUDGET_S = 2.0
 
 
 class _RenderTimeout(Exception):
     pass
+
+
+class _TemplateRefused(Exception):
+    """The template raised (its own raise_exception, or a Jinja error) for these messages."""
 
 
 # Used when a GGUF carries no template: ChatML, which most instruct models understand.
@@ -42,6 +64,35 @@ class FormattedPrompt:
     tokens: list[int]
     dropped_messages: int
     stop: tuple[str, ...]
+    opens_thinking: bool = False  # the prompt ends inside an open thinking block (the reply starts there)
+
+
+@dataclass(frozen=True)
+class _Rendered:
+    tokens: list[int]
+    stop: tuple[str, ...]
+    opens_thinking: bool
+
+
+def model_tool_support(model: Model) -> ToolSupport:
+    """What ``model`` does with tools and thinking, from its template and vocabulary."""
+
+    def one_token(text: str) -> bool:
+        return len(model.tokenize(text, add_special=False, parse_special=True)) == 1
+
+    return detect_support(model.chat_template, one_token)
+
+
+def marker_tokens(model: Model, support: ToolSupport) -> dict[str, int]:
+    """The format's and thinking's markers that are one token of ``model``'s vocabulary, by text.
+    The engine shows these tokens' text (a control token's is hidden by default) so the reply's
+    reader sees ``<|python_tag|>`` or ``[TOOL_CALLS]``."""
+    out = {}
+    for text in support.markers:
+        ids = model.tokenize(text, add_special=False, parse_special=True)
+        if len(ids) == 1:
+            out[text] = ids[0]
+    return out
 
 
 class ChatFormatter:
@@ -59,7 +110,28 @@ class ChatFormatter:
             bos_token=model.piece(bos, special=True).decode("utf-8", "replace") if bos >= 0 else "",
         )
 
-    def _render(self, messages: Sequence[ChatMessage]) -> Any:
+    @functools.cached_property
+    def support(self) -> ToolSupport:
+        """What the model does with tools and thinking (asked on first use: a plain chat never needs it)."""
+        return model_tool_support(self.model)
+
+    def _render(self, messages: Sequence[ChatMessage], tools: ToolPrompt | None = None) -> Any:
+        """The prompt for ``messages`` (and the tools): the template's own tool rendering where it has
+        one, else the generic prompt; GenerationError with a sentence when the template refuses."""
+        with_tools = tools is not None or uses_tools(messages)
+        if with_tools and self.support.native:
+            try:
+                described = tool_dicts(tools.tools) if tools else None
+                return self._render_dicts(native_messages(messages), described)
+            except _TemplateRefused as exc:
+                log.warning("the chat template refused the chat with tools (%s); using the generic form", exc)
+        dicts = generic_messages(messages, tools) if with_tools else _as_dicts(messages)
+        try:
+            return self._render_dicts(dicts, None)
+        except _TemplateRefused as exc:
+            raise GenerationError(f"The model's chat template cannot format this chat: {exc}") from None
+
+    def _render_dicts(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
         """The template rendered, within RENDER_BUDGET_S: a GGUF's template is code from the file, and
         one with a runaway loop (nested ``range`` loops pass Jinja's sandbox) must not hang the engine."""
         deadline = time.monotonic() + RENDER_BUDGET_S
@@ -75,26 +147,37 @@ class ChatFormatter:
         previous = sys.gettrace()
         sys.settrace(tracer)
         try:
-            return self._formatter(messages=_as_dicts(messages))
+            render: Any = self._formatter  # takes the OpenAI TypedDicts; these dicts are that shape
+            return render(messages=messages) if tools is None else render(messages=messages, tools=tools)
         except _RenderTimeout:
             raise GenerationError(
                 f"The model's chat template did not finish within {RENDER_BUDGET_S:g} s (it may loop "
                 "without end); this model file cannot be used for chat as it is."
             ) from None
+        except Exception as exc:  # the template's raise_exception (ValueError), Jinja's own errors
+            message = str(exc).strip() or type(exc).__name__
+            raise _TemplateRefused(message if message[-1] in ".!?" else message + ".") from exc
         finally:
             sys.settrace(previous)
 
-    def tokens_for(self, messages: Sequence[ChatMessage]) -> tuple[list[int], tuple[str, ...]]:
-        result = self._render(messages)
+    def _tokens(self, messages: Sequence[ChatMessage], tools: ToolPrompt | None = None) -> _Rendered:
+        result = self._render(messages, tools)
         stop = result.stop
         stops: tuple[str, ...] = (stop,) if isinstance(stop, str) else tuple(stop or ())
         add_special = not result.added_special
         tokens = self.model.tokenize(result.prompt, add_special=add_special and self.model.add_bos())
-        return tokens, stops
+        opens = str(result.prompt).rstrip().endswith(THINK.open) and self.support.thinking is not None
+        return _Rendered(tokens, stops, opens)
 
-    def text_for(self, messages: Sequence[ChatMessage]) -> str:
+    def tokens_for(
+        self, messages: Sequence[ChatMessage], tools: ToolPrompt | None = None
+    ) -> tuple[list[int], tuple[str, ...]]:
+        rendered = self._tokens(messages, tools)
+        return rendered.tokens, rendered.stop
+
+    def text_for(self, messages: Sequence[ChatMessage], tools: ToolPrompt | None = None) -> str:
         """The formatted prompt as text (for tools that feed it to another program)."""
-        result = self._render(messages)
+        result = self._render(messages, tools)
         return str(result.prompt)
 
     def fit(
@@ -103,6 +186,7 @@ class ChatFormatter:
         n_ctx: int,
         reserve: int,
         should_cancel: Callable[[], bool] | None = None,
+        tools: ToolPrompt | None = None,
     ) -> FormattedPrompt:
         """Format ``messages``, dropping the oldest turns until the prompt leaves ``reserve`` tokens free.
 
@@ -120,9 +204,10 @@ class ChatFormatter:
         system = [m for m in msgs[:1] if m.role == "system"]
         rest = msgs[len(system) :]
         limit = n_ctx - reserve
-        tokens, stops = self.tokens_for(system + rest)
+        whole = self._tokens(system + rest, tools)
+        tokens = whole.tokens
         if len(tokens) <= limit:
-            return FormattedPrompt(tokens, 0, stops)
+            return FormattedPrompt(tokens, 0, whole.stop, whole.opens_thinking)
         starts = _turn_starts(rest)
         if len(starts) == 1:
             raise _overflow(len(tokens), n_ctx, reserve)
@@ -131,25 +216,25 @@ class ChatFormatter:
         for m in rest:
             if cancel():
                 raise FitCancelled()
-            sizes.append(len(self.model.tokenize(m.content, add_special=False, parse_special=False)))
+            sizes.append(len(self.model.tokenize(_message_text(m), add_special=False, parse_special=False)))
         framing = max(0, len(tokens) - sum(sizes)) // len(system + rest)
         saved = [0]
         for size in sizes:
             saved.append(saved[-1] + size + framing)
 
-        measured: dict[int, tuple[list[int], tuple[str, ...]]] = {0: (tokens, stops)}
+        measured: dict[int, _Rendered] = {0: whole}
 
         def render(j: int) -> int:
             if cancel():
                 raise FitCancelled()
             if j not in measured:
-                measured[j] = self.tokens_for(system + rest[starts[j] :])
-            return len(measured[j][0])
+                measured[j] = self._tokens(system + rest[starts[j] :], tools)
+            return len(measured[j].tokens)
 
         def estimate(k: int) -> int:
             # anchored on the nearest start whose real length is known, so estimation errors stay local
             anchor = min(measured, key=lambda j: abs(j - k))
-            return len(measured[anchor][0]) + saved[starts[anchor]] - saved[starts[k]]
+            return len(measured[anchor].tokens) + saved[starts[anchor]] - saved[starts[k]]
 
         last = len(starts) - 1
         lo, found = 0, None  # starts[lo] is known not to fit; starts[found] is known to fit
@@ -164,7 +249,7 @@ class ChatFormatter:
                 lo = j
         if found is None:
             if render(last) > limit:
-                raise _overflow(len(measured[last][0]), n_ctx, reserve)
+                raise _overflow(len(measured[last].tokens), n_ctx, reserve)
             found = last
         # Whatever the estimates missed: the smallest fitting start lies in (lo, found].
         while found - lo > 1:
@@ -173,8 +258,8 @@ class ChatFormatter:
                 found = mid
             else:
                 lo = mid
-        tokens, stops = measured[found]
-        return FormattedPrompt(tokens, starts[found], stops)
+        kept = measured[found]
+        return FormattedPrompt(kept.tokens, starts[found], kept.stop, kept.opens_thinking)
 
 
 class FitCancelled(Exception):
@@ -186,14 +271,26 @@ def _never() -> bool:
 
 
 def _turn_starts(rest: Sequence[ChatMessage]) -> list[int]:
-    """Where the kept part of the chat may begin: the oldest turn goes as a user+assistant pair."""
+    """Where the kept part of the chat may begin: the oldest turn goes as a user+assistant pair, and
+    tool results go with the call before them (the kept part never starts with a result). The newest
+    message is always kept, and so are the newest results with the call they answer."""
+    end = len(rest) - 1
+    while end > 0 and rest[end].role == "tool":
+        end -= 1
     starts = [0]
     i = 0
-    while len(rest) - i > 1:
-        pair = len(rest) - i > 2 and rest[i].role == "user" and rest[i + 1].role == "assistant"
+    while i < end:
+        pair = end - i > 1 and rest[i].role == "user" and rest[i + 1].role == "assistant"
         i += 2 if pair else 1
+        while i < end and rest[i].role == "tool":
+            i += 1
         starts.append(i)
     return starts
+
+
+def _message_text(m: ChatMessage) -> str:
+    """The text a message adds to the prompt, for the size estimate: its content and its calls."""
+    return m.content + "".join(c.name + c.arguments for c in m.tool_calls)
 
 
 def _overflow(needed: int, n_ctx: int, reserve: int) -> ContextOverflowError:

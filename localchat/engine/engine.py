@@ -23,7 +23,13 @@ from localchat.engine.adaptive import (
     lookup_instead,
 )
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
-from localchat.engine.chat_format import ChatFormatter, FitCancelled
+from localchat.engine.chat_format import (
+    ChatFormatter,
+    FitCancelled,
+    FormattedPrompt,
+    marker_tokens,
+    model_tool_support,
+)
 from localchat.engine.compat import check_compatible
 from localchat.engine.costs import CostModel
 from localchat.engine.devices import add_worker, has_local_accelerator, local_accelerators
@@ -36,6 +42,9 @@ from localchat.engine.speculative import DecodeLoop
 from localchat.engine.state_cache import DiskStates, StateCache, model_key
 from localchat.engine.stats import StatsRecorder
 from localchat.engine.textruns import runs_from_flags
+from localchat.engine.tooluse.grammar import ToolGrammar, tool_grammar
+from localchat.engine.tooluse.parser import ParseDelta
+from localchat.engine.tooluse.plan import ReplyPlan, plan_reply
 from localchat.engine.types import (
     DrafterKind,
     EngineConfig,
@@ -54,6 +63,7 @@ log = logging.getLogger("localchat.engine")
 
 
 def _model_info(m: Model) -> ModelInfo:
+    support = model_tool_support(m)
     return ModelInfo(
         path=str(m.path),
         name=m.name,
@@ -64,6 +74,9 @@ def _model_info(m: Model) -> ModelInfo:
         n_vocab=m.n_vocab,
         has_chat_template=m.chat_template is not None,
         fim=m.fim_tokens(),
+        tool_format=support.format.name,
+        tool_use=support.native,
+        reasoning=support.thinking is not None,
     )
 
 
@@ -115,6 +128,13 @@ class Engine:
         except Exception:
             self.target_model.close()
             raise
+        self.tool_support = self.formatter.support
+        # The format's markers that are single tokens: shown in the reply's text (a control token's
+        # text is hidden by default), and, where llguidance counts them special, named as tokens
+        # in the tool grammar.
+        markers = marker_tokens(self.target_model, self.tool_support)
+        self._marker_ids = frozenset(markers.values())
+        self._special_markers = {t: i for t, i in markers.items() if self.target_model.is_special(i)}
         self.ngram = NgramDrafter()
         # Lookup on its own where the draft model cannot pay on this machine: only longer matches
         # (a reply that copies), since every wrong lookup draft costs a longer verification.
@@ -312,6 +332,12 @@ class Engine:
         self, request: GenerationRequest, should_cancel: Callable[[], bool] | None = None
     ) -> tuple[list[int], int, tuple[str, ...]]:
         """(tokens, dropped messages, template stop strings) for a request; FitCancelled on cancel."""
+        fitted = self._fit(request, plan_reply(request, self.tool_support), should_cancel)
+        return fitted.tokens, fitted.dropped_messages, fitted.stop
+
+    def _fit(
+        self, request: GenerationRequest, plan: ReplyPlan, should_cancel: Callable[[], bool] | None
+    ) -> FormattedPrompt:
         reserve = max(1, min(request.max_tokens, self.target.n_ctx // 4))
         if request.prompt is not None:
             tokens = self.target_model.tokenize(request.prompt, add_special=self.target_model.add_bos())
@@ -321,9 +347,18 @@ class Engine:
                     f"{self.target.n_ctx}, with {reserve} kept free for the reply.",
                     needed=len(tokens), n_ctx=self.target.n_ctx, reserve=reserve,
                 )
-            return tokens, 0, ()
-        fitted = self.formatter.fit(request.messages, self.target.n_ctx, reserve, should_cancel)
-        return fitted.tokens, fitted.dropped_messages, fitted.stop
+            return FormattedPrompt(tokens, 0, ())
+        return self.formatter.fit(request.messages, self.target.n_ctx, reserve, should_cancel, plan.prompt)
+
+    def tool_grammar(self, request: GenerationRequest, opens_thinking: bool = False) -> ToolGrammar | None:
+        """The grammar the request's tool calls must follow on this model (None: no call allowed);
+        ``opens_thinking``: the prompt ended inside a thinking block (``FormattedPrompt``)."""
+        plan = plan_reply(request, self.tool_support)
+        if plan.prompt is None:
+            return None
+        fmt = self.tool_support.format
+        return tool_grammar(fmt, request.tools, request.tool_choice, plan.parallel, self._special_markers,
+                            self.tool_support.thinking, opens_thinking)
 
     def generate(
         self,
@@ -331,12 +366,24 @@ class Engine:
         on_event: Callable[[TokenEvent], None] | None = None,
         should_cancel: Callable[[], bool] | None = None,
     ) -> GenerationResult:
+        """One reply, streamed through ``on_event``.
+
+        With tools (or ``separate_reasoning`` on a thinking model) the produced text goes through
+        the reply's reader (engine/tooluse/parser.py): events carry the content in ``text``, the
+        thinking in ``reasoning`` and the calls in ``tool_deltas``, and ``drafted_runs`` mark the
+        content's characters (text held back or taken as a call is not content). The grammar the
+        calls must follow is ``self.tool_grammar(request, fitted.opens_thinking)``, for the grammar
+        engine to enforce; without it the reader takes what the model writes on its own.
+        """
         cancel = should_cancel or _never
+        plan = plan_reply(request, self.tool_support)
         try:
-            tokens, dropped, template_stops = self.prompt_tokens(request, cancel)
+            fitted = self._fit(request, plan, cancel)
         except FitCancelled:
             off = SpeculationState(active=False, drafter="off", reason="stopped before the reply began")
             return GenerationResult("", FinishReason.CANCELLED, StatsRecorder().snapshot(), off)
+        tokens, dropped = fitted.tokens, fitted.dropped_messages
+        reader = plan.reader(self.tool_support, fitted.opens_thinking)
         drafter, spec_state = self._choose_drafter(request.speculation)
         policy = self._policy(request, drafter)
         self._restore_states(tokens, drafter)
@@ -352,21 +399,47 @@ class Engine:
                                     prompt_progress=(done, total, elapsed)))
 
             loop.on_prompt_progress = prompt_progress
-        stops = tuple(s for s in (*request.stop, *template_stops) if s)
+        stops = tuple(s for s in (*request.stop, *fitted.stop, *plan.stops) if s)
         hold = max((len(s) for s in stops), default=1) - 1
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text = ""
-        sent = 0
+        text = ""  # the text produced, after stop strings
+        fed = 0  # how much of ``text`` the reader has read
+        content = ""  # the reply's content, as the reader gave it
+        content_flags: list[bool] = []  # per character of ``content``: from an accepted draft token
+        reasoning = ""
         out_tokens: list[int] = []
         finish: FinishReason | None = None
         unsent_tokens = unsent_accepted = 0  # counts of steps whose text is still held back
         drafted: list[bool] = []  # per character of ``text``: from an accepted draft token
+        shown = self._marker_ids
+
+        def deliver(delta: ParseDelta, last: bool = False) -> None:
+            nonlocal content, reasoning, unsent_tokens, unsent_accepted
+            flags = [f for at, piece in delta.content_pieces for f in drafted[at : at + len(piece)]]
+            content += delta.content
+            content_flags.extend(flags)
+            reasoning += delta.reasoning
+            if on_event is not None and (not delta.empty or (last and unsent_tokens)):
+                on_event(
+                    TokenEvent(
+                        text=delta.content,
+                        n_tokens=unsent_tokens,
+                        drafted_accepted=unsent_accepted,
+                        stats=rec.snapshot(),
+                        speculation=self._live_state(spec_state, policy),
+                        drafted_runs=runs_from_flags(flags),
+                        reasoning=delta.reasoning,
+                        tool_deltas=delta.tool_deltas,
+                    )
+                )
+                unsent_tokens = unsent_accepted = 0
+
         for step in loop.run(tokens):
             out_tokens.extend(step.tokens)
             unsent_tokens += len(step.tokens)
             unsent_accepted += step.accepted_draft
             for i, tok in enumerate(step.tokens):
-                piece = decoder.decode(self.target_model.piece(tok))
+                piece = decoder.decode(self.target_model.piece(tok, special=tok in shown))
                 text += piece
                 drafted.extend([i < step.accepted_draft] * len(piece))
             if stops:
@@ -375,20 +448,12 @@ class Engine:
                     text = text[:cut]
                     del drafted[cut:]
                     finish = FinishReason.STOP
-            visible = len(text) if finish else max(sent, len(text) - hold)
-            if on_event is not None and visible > sent:
-                on_event(
-                    TokenEvent(
-                        text=text[sent:visible],
-                        n_tokens=unsent_tokens,
-                        drafted_accepted=unsent_accepted,
-                        stats=rec.snapshot(),
-                        speculation=self._live_state(spec_state, policy),
-                        drafted_runs=runs_from_flags(drafted[sent:visible]),
-                    )
-                )
-                sent = visible
-                unsent_tokens = unsent_accepted = 0
+            visible = len(text) if finish else max(fed, len(text) - hold)
+            if visible > fed:
+                deliver(reader.feed(text[fed:visible]))
+                fed = visible
+            if reader.calls_done and not plan.parallel:
+                finish = FinishReason.TOOL_CALLS  # one call asked for, and it is complete
             if finish:
                 break
         tail = decoder.decode(b"", final=True)
@@ -396,10 +461,13 @@ class Engine:
         drafted.extend([False] * len(tail))
         if finish is None:
             finish = loop.finish_reason
-        if on_event is not None and (len(text) > sent or unsent_tokens):
-            on_event(TokenEvent(text[sent:], unsent_tokens, unsent_accepted, rec.snapshot(),
-                                self._live_state(spec_state, policy),
-                                drafted_runs=runs_from_flags(drafted[sent:])))
+        rest = reader.feed(text[fed:])
+        final = reader.finish()
+        deliver(ParseDelta(rest.content_pieces + final.content_pieces, rest.reasoning + final.reasoning,
+                           rest.tool_deltas + final.tool_deltas), last=True)
+        calls = reader.calls
+        if calls and finish is FinishReason.STOP:
+            finish = FinishReason.TOOL_CALLS
         self._remember_states()
         notice = ""
         if dropped:
@@ -408,14 +476,16 @@ class Engine:
                 "in the context window and were left out of this reply."
             )
         return GenerationResult(
-            text=text,
+            text=content,
             finish_reason=finish,
             stats=rec.snapshot(),
             speculation=self._live_state(spec_state, policy),
             token_ids=tuple(out_tokens),
             dropped_messages=dropped,
             notice=notice,
-            drafted_runs=runs_from_flags(drafted),
+            drafted_runs=runs_from_flags(content_flags),
+            tool_calls=calls,
+            reasoning=reasoning,
         )
 
     @staticmethod

@@ -47,3 +47,15 @@ class InvalidRequestError(EngineError):
 
 class GenerationError(EngineError):
     """llama.cpp failed while decoding."""
+
+
+class ToolRequestError(InvalidRequestError):
+    """A request's tools or tool_choice cannot be used; the message says which and why."""
+
+
+class ToolSchemaError(ToolRequestError):
+    """A tool's parameters are not a JSON Schema object, or two tools share a name."""
+
+
+class ToolChoiceError(ToolRequestError):
+    """tool_choice asks for a call the request's tools cannot give."""

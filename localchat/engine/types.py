@@ -135,6 +135,9 @@ class GenerationRequest:
     tool_choice: ToolChoice = field(default_factory=ToolChoice)
     parallel_tool_calls: bool = True
     constraint: OutputConstraint | None = None
+    # A thinking model's <think> block goes to ``reasoning`` instead of the text (always so with
+    # tools). False keeps the window's replies as they were: the thinking is part of the text.
+    separate_reasoning: bool = False
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,13 @@ class ModelInfo:
     has_chat_template: bool
     # Fill-in-the-middle token texts (prefix, suffix, middle) for code completion; None without them.
     fim: tuple[str, str, str] | None = None
+    # Tool calls (engine/tooluse): the format the model's calls are read in ("hermes", "llama3",
+    # "mistral", "granite", or "generic" where the template does not render tools and the tools are
+    # described in a system message); ``tool_use``: the template renders tools itself (the model was
+    # trained for them). Every chat model takes tools; these say how well it knows them.
+    tool_format: str = "generic"
+    tool_use: bool = False
+    reasoning: bool = False  # the model thinks in <think> blocks before answering
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,18 @@ from __future__ import annotations
 import pickle
 
 from localchat.engine.stats import GenerationStats
-from localchat.engine.types import EngineConfig, GenerationRequest, SpeculationState, TokenEvent
+from localchat.engine.types import (
+    ChatMessage,
+    EngineConfig,
+    GenerationRequest,
+    SpeculationState,
+    TokenEvent,
+    Tool,
+    ToolCall,
+    ToolCallDelta,
+    ToolChoice,
+    ToolChoiceMode,
+)
 from localchat.host.events import Tokens
 from localchat.host.protocol import Cancel, Generate, Load, merge_events
 
@@ -27,3 +38,18 @@ def test_merged_events_add_text_and_counts_and_keep_the_latest_state() -> None:
     # "a" from the target, "b" drafted, then "cd" from the target: runs target/draft/target.
     assert merged.drafted_runs == (1, 1, 2)
     assert pickle.loads(pickle.dumps(Tokens(1, "window", merged))).event == merged
+
+
+def test_merged_events_keep_reasoning_and_tool_deltas_in_order() -> None:
+    state = SpeculationState(active=False, drafter="off")
+    head, start = ToolCallDelta(0, "call_a", "get_weather"), ToolCallDelta(0, arguments='{"ci')
+    rest, other = ToolCallDelta(0, arguments='ty": "Paris"}'), ToolCallDelta(1, "call_b", "search")
+    first = TokenEvent("", 3, 0, GenerationStats(), state, reasoning="Paris, so ", tool_deltas=(head, start))
+    second = TokenEvent("", 2, 0, GenerationStats(), state, reasoning="weather.", tool_deltas=(rest, other))
+    merged = merge_events(first, second)
+    assert merged.reasoning == "Paris, so weather." and merged.n_tokens == 5
+    assert merged.tool_deltas == first.tool_deltas + second.tool_deltas
+    called = ChatMessage("assistant", "", tool_calls=(ToolCall("c", "f", "{}"),))
+    required = ToolChoice(ToolChoiceMode.REQUIRED)
+    request = GenerationRequest(messages=(called,), tools=(Tool("f"),), tool_choice=required)
+    assert pickle.loads(pickle.dumps(Generate(1, "window", request))).request == request

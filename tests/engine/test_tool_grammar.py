@@ -1,0 +1,150 @@
+"""The tool-call grammars, checked by llguidance itself with Qwen2.5-Coder's real vocabulary: they compile,
+accept what the model writes in its own format, and refuse other tools, other arguments and plain text."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import llguidance
+import pytest
+
+from localchat.engine.backend import Model, init_backend
+from localchat.engine.chat_format import marker_tokens, model_tool_support
+from localchat.engine.tooluse.formats import GENERIC, GRANITE, HERMES, LLAMA3, MISTRAL, THINK, ToolFormat
+from localchat.engine.tooluse.grammar import ToolGrammar, Trigger, tool_grammar
+from localchat.engine.types import Tool, ToolChoice, ToolChoiceMode
+
+WEATHER = Tool(
+    "get_weather",
+    "Weather now",
+    json.dumps({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+)
+# "format" values llguidance does not know are ignored (the grammar sets "lenient"), not an error
+SEARCH = Tool(
+    "search", "", json.dumps({"type": "object", "properties": {"q": {"type": "string", "format": "query"}}})
+)
+TOOLS = (WEATHER, SEARCH)
+AUTO, REQUIRED = ToolChoice(), ToolChoice(ToolChoiceMode.REQUIRED)
+PARIS = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+QWEN_CALL = f"<tool_call>\n{PARIS}\n</tool_call>"
+
+
+class Vocab:
+    def __init__(self, model: Model) -> None:
+        from llguidance.llamacpp import lltokenizer_from_vocab
+
+        self.model = model
+        with warnings.catch_warnings():  # it reads each token's attributes through a deprecated name
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.tokenizer = lltokenizer_from_vocab(model.vocab)
+
+    def accepts(self, grammar: ToolGrammar, text: str | list[int]) -> bool:
+        compiled = llguidance.LLMatcher.grammar_from_lark(grammar.lark)
+        error = llguidance.LLMatcher.validate_grammar(compiled, self.tokenizer)
+        assert not error, f"{error}\n{grammar.lark}"
+        matcher = llguidance.LLMatcher(self.tokenizer, compiled)
+        tokens = (
+            text
+            if isinstance(text, list)
+            else self.model.tokenize(text, add_special=False, parse_special=True)
+        )
+        return bool(matcher.try_consume_tokens(tokens) == len(tokens) and matcher.is_accepting())
+
+
+@pytest.fixture(scope="module")
+def qwen(qwen_target_path: Path) -> Iterator[Vocab]:
+    init_backend()
+    model = Model(qwen_target_path, 0, vocab_only=True)
+    yield Vocab(model)
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def special(qwen: Vocab) -> dict[str, int]:
+    markers = marker_tokens(qwen.model, model_tool_support(qwen.model))
+    return {t: i for t, i in markers.items() if qwen.model.is_special(i)}
+
+
+def test_qwens_call_markers_are_special_tokens_for_llguidance(special: dict[str, int]) -> None:
+    assert special == {"<tool_call>": 151657, "</tool_call>": 151658}
+
+
+def test_lazy_grammar_starts_at_the_trigger(qwen: Vocab, special: dict[str, int]) -> None:
+    g = tool_grammar(HERMES, TOOLS, AUTO, True, special)
+    assert g is not None and g.lazy and g.triggers == (Trigger("<tool_call>", 151657),)
+    assert g.lark.splitlines()[2:4] == ["start: calls", "calls: call (WS? call)*"]
+    assert "call: <[151657]> WS? body WS? <[151658]>" in g.lark
+    assert qwen.accepts(g, QWEN_CALL)
+    assert qwen.accepts(g, QWEN_CALL + "\n" + QWEN_CALL.replace("Paris", "Oslo"))
+    assert qwen.accepts(g, '<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call>')
+    assert not qwen.accepts(g, QWEN_CALL.replace('"city"', '"town"'))  # the tool's schema holds
+    assert not qwen.accepts(g, QWEN_CALL.replace("get_weather", "get_time"))  # only the listed tools
+    assert not qwen.accepts(g, QWEN_CALL.replace("<tool_call>", "<tool_call"))  # the token, not text
+
+
+def test_whole_grammar_when_a_call_is_required(qwen: Vocab, special: dict[str, int]) -> None:
+    g = tool_grammar(HERMES, TOOLS, REQUIRED, False, special)
+    assert g is not None and not g.lazy and g.triggers == ()
+    assert qwen.accepts(g, QWEN_CALL)
+    assert not qwen.accepts(g, QWEN_CALL + "\n" + QWEN_CALL)  # one call without parallel calls
+    assert not qwen.accepts(g, "The weather in Paris is nice.")
+    one = tool_grammar(HERMES, TOOLS, ToolChoice(ToolChoiceMode.FUNCTION, "search"), True, special)
+    assert one is not None and not qwen.accepts(one, QWEN_CALL)
+    assert qwen.accepts(one, '<tool_call>\n{"name": "search", "arguments": {}}\n</tool_call>')
+
+
+def test_no_grammar_when_no_call_is_allowed(special: dict[str, int]) -> None:
+    assert tool_grammar(HERMES, TOOLS, ToolChoice(ToolChoiceMode.NONE), True, special) is None
+    assert tool_grammar(HERMES, (), AUTO, True, special) is None
+
+
+def test_whole_grammar_lets_a_thinking_model_think_first(qwen: Vocab, special: dict[str, int]) -> None:
+    # as text (a vocabulary without think tokens) ...
+    g = tool_grammar(HERMES, TOOLS, REQUIRED, True, special, THINK)
+    assert g is not None and qwen.accepts(g, f"<think>\nParis, so get_weather.\n</think>\n\n{QWEN_CALL}")
+    assert qwen.accepts(g, QWEN_CALL)
+    opened = tool_grammar(HERMES, TOOLS, REQUIRED, True, special, THINK, opens_thinking=True)
+    assert opened is not None and qwen.accepts(opened, f"Paris, so get_weather.\n</think>\n\n{QWEN_CALL}")
+    # ... and as special tokens (two of Qwen's own special tokens stand in for Qwen3's think tokens)
+    box_start, box_end = (qwen.model.tokenize(t, False, True)[0] for t in ("<|box_start|>", "<|box_end|>"))
+    with_think = {**special, "<think>": box_start, "</think>": box_end}
+    g = tool_grammar(HERMES, TOOLS, REQUIRED, True, with_think, THINK)
+    assert g is not None and f"think: <[{box_start}]> THINK_TEXT? <[{box_end}]> WS?" in g.lark
+    tokens = [
+        box_start,
+        *qwen.model.tokenize("\nhmm\n", False),
+        box_end,
+        *qwen.model.tokenize(f"\n\n{QWEN_CALL}", False, True),
+    ]
+    assert qwen.accepts(g, tokens)
+    lazy = tool_grammar(HERMES, TOOLS, AUTO, True, with_think, THINK, opens_thinking=True)
+    assert lazy is not None and lazy.thinking == THINK and lazy.opens_thinking  # for the trigger's watcher
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [
+        (LLAMA3, '{"name": "get_weather", "parameters": {"city": "Paris"}}'),
+        (LLAMA3, '<|python_tag|>{"name": "search", "parameters": {"q": "x"}}'),
+        (
+            MISTRAL,
+            '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+            '{"name": "search", "arguments": {}}]',
+        ),
+        (GRANITE, '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]'),
+        (GENERIC, QWEN_CALL),
+    ],
+)
+def test_other_formats_grammars(qwen: Vocab, fmt: ToolFormat, text: str) -> None:
+    # Qwen's vocabulary has none of these markers as tokens except <tool_call>: they are quoted text here.
+    special = {"<tool_call>": 151657, "</tool_call>": 151658} if fmt is GENERIC else {}
+    g = tool_grammar(fmt, TOOLS, REQUIRED, True, special)
+    assert g is not None and qwen.accepts(g, text)
+    assert not qwen.accepts(g, text.replace('"get_weather"', '"get_time"').replace('"search"', '"find"'))
+    lazy = tool_grammar(fmt, TOOLS, AUTO, True, special)
+    assert lazy is not None and lazy.triggers[0].text == fmt.openers[0]
+    if fmt is LLAMA3:
+        assert Trigger("{", None, at_start=True) in lazy.triggers
