@@ -1,31 +1,28 @@
-"""The ASGI app: routes, the guard in front of them, and streaming replies as server-sent events.
+"""The ASGI app: the guard in front of every route, what every API surface shares, and the app.
 
-Every generation request becomes one job on the EngineSupervisor (host layer);
-the supervisor's thread hands events to the job's queue and wakes this event
-loop through ``loop.call_soon_threadsafe``, so no thread waits per request.
-Engine failures are answered from their kind (errors.FAILURE_STATUS).
+``Api`` holds what the surfaces share: the engine's supervisor, the served
+model's name and limits, reading a JSON body, checking the model and that it is
+loaded, and running a request as one job (``answer``). Each API surface is one
+module of routes over it (openai_api.py: OpenAI's chat and completions and
+llama.cpp's native routes) that maps its own shapes to one GenerationRequest
+and back. Engine failures are answered from their kind (errors.FAILURE_STATUS).
 
 A streamed reply sends its headers only once the job's first event arrives:
 a request that fails before any token (a prompt longer than the context, a
 model that is restarting and fails to load) still gets its real status code
-and the OpenAI error shape. A client that disconnects, before or during the
-reply, cancels its job; the engine stops at its next step.
+and its surface's error shape.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
-import queue
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -38,18 +35,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from localchat.catalog.names import file_name, file_stem
 from localchat.engine.types import GenerationResult
 from localchat.host.events import Failed, Failure, FailureKind, Finished, JobEvent, Phase, Tokens
-from localchat.host.jobs import JobHandle
-from localchat.host.supervisor import EngineSupervisor, EngineUnavailable
-from localchat.server import shapes
+from localchat.host.supervisor import EngineSupervisor
 from localchat.server.errors import RETRY_AFTER_S, ApiError, bad_request, failure_error, server_error
 from localchat.server.metrics import Metrics
-from localchat.server.parsing import Limits, ParsedRequest, parse_chat, parse_completion
+from localchat.server.openai_api import OpenAIRoutes
+from localchat.server.parsing import Limits, ParsedRequest
+from localchat.server.streaming import EventStream, JobStream
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
-DISCONNECT_CHECK_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -113,93 +109,6 @@ class Guard:
         await self.app(scope, receive, send)
 
 
-class JobStream:
-    """One job's events, awaited on the event loop (the supervisor's thread wakes it through ``notify``)."""
-
-    def __init__(self, supervisor: EngineSupervisor, parsed: ParsedRequest) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self.supervisor = supervisor
-        try:
-            self.handle: JobHandle = supervisor.submit(
-                parsed.request, source="api:" + parsed.request.session, notify=self._notify
-            )
-        except EngineUnavailable as exc:
-            raise failure_error(exc.failure) from exc
-        assert self.handle.events is not None
-        self._events = self.handle.events
-
-    def _notify(self, _event: JobEvent) -> None:
-        self._loop.call_soon_threadsafe(self._wake.set)
-
-    async def next(self, is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> JobEvent | None:
-        """The next event; None if ``is_disconnected`` says the client left while waiting."""
-        while True:
-            self._wake.clear()
-            try:
-                return self._events.get_nowait()
-            except queue.Empty:
-                pass
-            if is_disconnected is None:
-                await self._wake.wait()
-                continue
-            try:
-                await asyncio.wait_for(self._wake.wait(), DISCONNECT_CHECK_S)
-            except TimeoutError:
-                if await is_disconnected():
-                    return None
-
-    def close(self) -> None:
-        """Cancel the job unless it has ended (the client left, or the response failed)."""
-        if not self.handle.done:
-            self.supervisor.cancel(self.handle)
-
-
-class EventStream(Response):
-    """Server-sent events from ``chunks``; ``on_close`` runs however it ends (done, failed, client gone)."""
-
-    media_type = "text/event-stream"
-
-    def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
-        # Not Response.__init__: it would declare Content-Length 0 for the (empty) body.
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache"),
-            (b"x-accel-buffering", b"no"),
-        ]
-        self.chunks = chunks
-        self.on_close = on_close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            async with anyio.create_task_group() as tg:
-
-                async def watch() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    tg.cancel_scope.cancel()
-
-                async def pump() -> None:
-                    async for chunk in self.chunks:
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(watch)
-                tg.start_soon(pump)
-        except OSError:
-            pass  # the client went away mid-send
-        finally:
-            self.on_close()
-
-
-def sse(obj: Any) -> bytes:
-    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
-
-
 class Api:
     """The routes, over one engine supervisor; ``app`` is the Starlette application."""
 
@@ -211,15 +120,10 @@ class Api:
         routes = [
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/models", self.models, methods=["GET"]),
-            Route("/v1/chat/completions", self.chat, methods=["POST"]),
-            Route("/chat/completions", self.chat, methods=["POST"]),
-            Route("/v1/completions", self.completions, methods=["POST"]),
-            Route("/completion", self.native_completion, methods=["POST"]),
-            Route("/completions", self.native_completion, methods=["POST"]),
-            Route("/infill", self.infill, methods=["POST"]),
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
+            *OpenAIRoutes(self).routes(),
         ]
         middleware = []
         if settings.cors_origins:
@@ -398,13 +302,6 @@ class Api:
         text = self.metrics.render(busy, lambda: supervisor.queued)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    async def chat(self, request: Request) -> Response:
-        try:
-            parsed = await self.parsed(request, parse_chat)
-            return await self._chat(request, parsed)
-        except ApiError as exc:
-            return exc.response()
-
     async def answer(
         self,
         request: Request,
@@ -414,7 +311,7 @@ class Api:
     ) -> Response:
         """Run the request's job: ``whole(result)`` as one JSON body, or, when streaming, each event
         through ``render`` (499 when the client left first)."""
-        job = JobStream(self.supervisor, parsed)
+        job = JobStream(self.supervisor, parsed.request, "api:" + parsed.request.session)
         if not parsed.stream:
             result = await self.run_to_end(request, job)
             return Response(status_code=499) if result is None else JSONResponse(whole(result))
@@ -422,96 +319,6 @@ class Api:
         if first is None:
             return Response(status_code=499)
         return self.stream(job, first, render)
-
-    async def _chat(self, request: Request, parsed: ParsedRequest) -> Response:
-        rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.model_id
-        opening = [sse(shapes.chat_chunk(rid, created, model, {"role": "assistant", "content": ""}))]
-
-        def render(event: JobEvent) -> list[bytes]:
-            out, opening[:] = list(opening), []
-            if isinstance(event, Tokens):
-                if event.event.text:
-                    out.append(sse(shapes.chat_chunk(rid, created, model, {"content": event.event.text})))
-            elif isinstance(event, Finished):
-                result = event.result
-                last = shapes.chat_chunk(rid, created, model, {}, shapes.finish_reason(result.finish_reason))
-                last["timings"] = shapes.timings(result.stats)
-                last.update(shapes.extras(result, parsed.mode, parsed.warning))
-                out.append(sse(last))
-                if parsed.include_usage:
-                    tail = shapes.chat_chunk(rid, created, model, {})
-                    tail["choices"] = []
-                    tail["usage"] = shapes.usage(result.stats)
-                    tail["timings"] = last["timings"]
-                    out.append(sse(tail))
-                out.append(b"data: [DONE]\n\n")
-            else:
-                out.append(sse(failure_error(event.failure).body()))
-            return out
-
-        def whole(result: GenerationResult) -> dict[str, Any]:
-            return shapes.chat_completion(rid, created, model, result, parsed.mode, parsed.warning)
-
-        return await self.answer(request, parsed, whole, render)
-
-    async def completions(self, request: Request) -> Response:
-        try:
-            parsed = await self.parsed(request, parse_completion)
-            return await self._completions(request, parsed)
-        except ApiError as exc:
-            return exc.response()
-
-    async def _completions(self, request: Request, parsed: ParsedRequest) -> Response:
-        rid, created, model = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.model_id
-
-        def render(event: JobEvent) -> list[bytes]:
-            if isinstance(event, Tokens):
-                text = event.event.text
-                return [sse(shapes.text_chunk(rid, created, model, text))] if text else []
-            if isinstance(event, Finished):
-                result = event.result
-                last = shapes.text_chunk(rid, created, model, "", shapes.finish_reason(result.finish_reason))
-                last["timings"] = shapes.timings(result.stats)
-                last.update(shapes.extras(result, parsed.mode, parsed.warning))
-                if parsed.include_usage:
-                    last["usage"] = shapes.usage(result.stats)
-                return [sse(last), b"data: [DONE]\n\n"]
-            return [sse(failure_error(event.failure).body())]
-
-        def whole(result: GenerationResult) -> dict[str, Any]:
-            return shapes.text_completion(rid, created, model, result, parsed.mode, parsed.warning)
-
-        return await self.answer(request, parsed, whole, render)
-
-    async def native_completion(self, request: Request) -> Response:
-        try:
-            parsed = await self.parsed(request, parse_completion, native=True)
-            return await self._native(request, parsed)
-        except ApiError as exc:
-            return exc.response()
-
-    async def infill(self, request: Request) -> Response:
-        try:
-            parsed = await self.parsed(request, parse_completion, native=True, infill=True)
-            return await self._native(request, parsed)
-        except ApiError as exc:
-            return exc.response()
-
-    async def _native(self, request: Request, parsed: ParsedRequest) -> Response:
-        model = self.model_id
-
-        def render(event: JobEvent) -> list[bytes]:
-            if isinstance(event, Tokens):
-                text = event.event.text
-                return [sse({"content": text, "stop": False})] if text else []
-            if isinstance(event, Finished):
-                return [sse(shapes.native_final(model, event.result, parsed.mode, parsed.warning, ""))]
-            return [sse(failure_error(event.failure).body())]
-
-        def whole(result: GenerationResult) -> dict[str, Any]:
-            return shapes.native_final(model, result, parsed.mode, parsed.warning, result.text)
-
-        return await self.answer(request, parsed, whole, render)
 
 
 def create_app(supervisor: EngineSupervisor, settings: ServerSettings) -> Starlette:

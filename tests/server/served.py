@@ -11,6 +11,7 @@ import httpx
 import openai
 
 from localchat.engine.types import EngineConfig
+from localchat.host.events import Event
 from localchat.host.supervisor import EngineSupervisor
 from localchat.server import ServerSettings, ServerThread, bind_socket, create_app
 
@@ -22,6 +23,7 @@ class Served:
     url: str  # http://127.0.0.1:PORT
     supervisor: EngineSupervisor
     settings: ServerSettings
+    events: list[Event]  # what the supervisor told: state snapshots and every job's events
 
     def client(self, **kw: object) -> openai.OpenAI:
         kw.setdefault("max_retries", 0)
@@ -43,7 +45,8 @@ def serve(
     **settings: object,
 ) -> Iterator[Served]:
     config = EngineConfig(str(target or "never-loaded.gguf"), str(draft) if draft else None, n_ctx=ctx)
-    supervisor = EngineSupervisor(config, max_queue=queue)
+    events: list[Event] = []
+    supervisor = EngineSupervisor(config, max_queue=queue, listener=events.append)
     base = ServerSettings(model_id="test-model", api_key=API_KEY, max_body_bytes=1024 * 1024, max_tokens=512)
     settings_obj = replace(base, **settings)  # type: ignore[arg-type]
     thread = ServerThread(create_app(supervisor, settings_obj), bind_socket("127.0.0.1", 0))
@@ -53,7 +56,7 @@ def serve(
     try:
         if start:
             supervisor.wait_ready(180)
-        yield Served(thread.url, supervisor, settings_obj)
+        yield Served(thread.url, supervisor, settings_obj, events)
     finally:
         thread.stop()
         supervisor.close()
