@@ -1,13 +1,12 @@
 """QtCore glue between the pure layers and the widgets (QObjects with signals; no widgets).
 
-- ``EngineClient`` (engine_client.py): starts the engine process and talks to
-  it; signals load_started, loaded(EngineInfo), load_failed(str),
-  tokens_received(TokenEvent), generation_finished(GenerationResult),
-  generation_failed(str), engine_died(str).
-- ``ChatSession`` (chat_session.py): the conversations' life (send,
-  regenerate, edit, stop, saving as the reply streams, restarting the engine
-  after a crash); signals reply_started, text_streamed, reply_finished,
-  notice, model_loaded, engine_stopped and more.
+- ``EngineClient`` (engine_client.py): the window's EnginePort (engine_port.py) over the
+  engine's supervisor: state_changed(EngineState) and job_event(Tokens | Finished | Failed),
+  host/events.py's objects as the engine process sent them.
+- ``ChatSession`` (chat_session.py): the conversations' life (send, regenerate, edit,
+  stop, every write to the store); signals reply_started, text_streamed, reply_finished,
+  notice and conversations_changed. ``ReplyRecorder`` saves a reply as it streams.
+- main_thread.py: ``on_main``, the one way back to the GUI thread.
 - ``SettingsService`` (settings_service.py): settings with changed(name, value),
   saved at once; ``load_messages`` for the window to show.
 """

@@ -1,7 +1,7 @@
 """Python's cycle collector, run on the GUI thread only.
 
 Left to itself, Python collects reference cycles in whichever thread happens to
-allocate when a threshold is passed: a download, broker or server thread. When
+allocate when a threshold is passed: a download, supervisor or server thread. When
 such a cycle holds a Qt object, its destructor then runs on that thread and
 waits for the GIL, while the GUI thread, holding the GIL, waits for a Qt lock the
 destructor holds: the app freezes (seen in the test suite, where a widget left

@@ -9,7 +9,7 @@ cheap next to its drafter for speculation to pay), the window offers it, once
 per target in a run of the app. The welcome screen's "Get the starter models"
 selects the chosen entry in the model manager when a measurement is kept.
 
-Plain Python: the app wires it to the session's ``model_loaded`` signal.
+Plain Python: the app wires it to the engine's ``state_changed`` signal (app.ModelsWiring.observe).
 """
 
 from __future__ import annotations
