@@ -391,9 +391,15 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     assert isinstance(app, QApplication)
     app.setApplicationName(folders.APP_NAME)
     app.setOrganizationName(folders.APP_NAME)
+    from localchat.services.single_instance import InstanceGuard
+
+    guard = InstanceGuard(folders.data_dir(), app)
+    if not guard.claim():  # another localchat has this history open: it comes forward instead
+        return _defer_to_running_app(guard.wake_the_other())
     collector = MainThreadCollector(app)  # Qt objects in cycles are freed on this thread only
     collector.start()
     parts = build_main_window()
+    guard.activation_requested.connect(lambda: _bring_to_front(parts.window))
     parts.window.show()
     code = app.exec()
     collector.stop()
@@ -404,7 +410,36 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     if isinstance(parts.engine, ShutsDown):
         parts.engine.shutdown()
     parts.store.close()
+    guard.release()
     return int(code)
+
+
+def _defer_to_running_app(answered: bool) -> int:
+    """The end of a second start: the running localchat ``answered`` and showed its window (exit
+    code 0), or did not, and a message box says so (1)."""
+    if answered:
+        sentence = "localchat is already running with this chat history; its window was brought to the front."
+        log.warning("%s", sentence)
+        return 0
+    sentence = (
+        "localchat is already running with this chat history, but its window does not answer. "
+        "Close it (or end its process) and start localchat again."
+    )
+    log.warning("%s", sentence)
+    from PySide6.QtWidgets import QMessageBox
+
+    QMessageBox.warning(None, folders.APP_NAME, sentence)
+    return 1
+
+
+def _bring_to_front(window: MainWindow) -> None:
+    """Show the window over the others, restored if it was minimized (a second start asked for it)."""
+    from PySide6.QtCore import Qt
+
+    window.setWindowState(window.windowState() & ~Qt.WindowState.WindowMinimized)
+    window.show()
+    window.raise_()
+    window.activateWindow()
 
 
 def main() -> Any:
