@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from localchat.cli.common import add_engine_options, engine_config, fail, speculation_for_mode
+from localchat.cli.common import add_engine_options, engine_config, fail, speculation_for_mode, whole
 
 
 def register(sub: Any) -> None:
@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
                            "at each length; adaptive starts from the first")
     p.add_argument("--prompts", type=Path, help='JSON Lines file: {"id":..., "category":..., "prompt":...}')
     p.add_argument("--category", action="append", help="only prompts of this category (repeatable)")
-    p.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
+    p.add_argument("--limit", type=whole(1), default=None, help="at most this many prompts per category")
     p.add_argument("--modes", default="off,draft,ngram",
                    help="comma-separated: off, draft, ngram, auto, adaptive; NAME:N fixes the draft "
                         "length (draft:8), e.g. off,draft:2,draft:4,draft:8,adaptive")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from localchat.cli.common import add_engine_options, engine_config, fail, speculation_for_mode
+from localchat.cli.common import add_engine_options, engine_config, fail, number, speculation_for_mode, whole
 
 
 def register(sub: Any) -> None:
@@ -17,11 +17,12 @@ def register(sub: Any) -> None:
     mode.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
     mode.add_argument("--adaptive", action="store_true",
                       help="adaptive draft length, n-gram lookup when the context repeats, auto-off")
-    p.add_argument("--temp", type=float, default=0.0, help="temperature (0: greedy, the default)")
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--repeat-penalty", type=float, default=1.0)
+    p.add_argument("--temp", type=number(0.0), default=0.0, help="temperature (0: greedy, the default)")
+    p.add_argument("--top-k", type=whole(0), default=40, help="0 turns it off (default 40)")
+    p.add_argument("--top-p", type=number(0.0, 1.0), default=0.95, help="1 turns it off (default 0.95)")
+    p.add_argument("--min-p", type=number(0.0, 1.0), default=0.05, help="0 turns it off (default 0.05)")
+    p.add_argument("--repeat-penalty", type=number(0.0, above=True), default=1.0,
+                   help="above 0; 1 turns it off (the default)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--system", default=None, help="system prompt")
     p.add_argument("--raw", action="store_true", help="raw text, no chat template")

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localchat.cli.common import whole
+
 PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a docstring and type hints."
 LOAD_TIMEOUT_S = 600.0
 WINDOW_TIMEOUT_S = 30.0
@@ -75,12 +77,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--model", help="target GGUF (default: the starter pair from the models folder)")
     p.add_argument("--draft", help="draft GGUF with the target's vocabulary (the target itself works too)")
-    p.add_argument("--tokens", type=int, default=32, help="tokens to generate (default 32)")
-    p.add_argument("--ctx", type=int, default=2048, help="context length (default 2048)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    p.add_argument("--tokens", type=whole(1), default=32, help="tokens to generate (default 32)")
+    p.add_argument("--ctx", type=whole(1), default=2048, help="context length (default 2048)")
+    p.add_argument("--threads", type=whole(1), default=None, help="CPU threads (default: physical cores)")
     p.add_argument(
         "--gpu-layers",
-        type=int,
+        type=whole(-1),
         default=-1,
         help="layers to offload (default -1: all on a GPU; 0 keeps the model on the CPU, e.g. on a "
         "virtual machine whose GPU the Metal or CUDA kernels cannot use)",
