@@ -22,6 +22,11 @@ from localchat.engine.errors import ContextOverflowError, GenerationError
 from localchat.engine.types import ChatMessage
 
 RENDER_BUDGET_S = 2.0
+# The most text a template may make: its own words (a system preamble, tool instructions) up to
+# RENDER_SLACK_CHARS, plus RENDER_TEXT_FACTOR times the chat's text (a template may show a message
+# more than once). One string operation in C (``'x' * 10**8``) never meets the time limit's check.
+RENDER_SLACK_CHARS = 256 * 1024
+RENDER_TEXT_FACTOR = 4
 
 
 class _RenderTimeout(Exception):
@@ -72,10 +77,11 @@ class ChatFormatter:
                 raise _RenderTimeout
             return tracer
 
+        chat = _as_dicts(messages)
         previous = sys.gettrace()
         sys.settrace(tracer)
         try:
-            return self._formatter(messages=_as_dicts(messages))
+            result = self._formatter(messages=chat)
         except _RenderTimeout:
             raise GenerationError(
                 f"The model's chat template did not finish within {RENDER_BUDGET_S:g} s (it may loop "
@@ -83,6 +89,17 @@ class ChatFormatter:
             ) from None
         finally:
             sys.settrace(previous)
+        # Bounded here, before tokenising: a template that builds a huge text in one operation passed
+        # the time limit, took ~19 s to tokenise, and the reply then failed with a sentence blaming
+        # the user's text for the template's.
+        made, given = len(str(result.prompt)), _text_chars(chat)
+        if made > RENDER_SLACK_CHARS + RENDER_TEXT_FACTOR * given:
+            raise GenerationError(
+                f"The model's chat template made {made:,} characters of prompt out of {given:,} "
+                "characters of chat (it builds text of its own without bound); this model file "
+                "cannot be used for chat as it is."
+            )
+        return result
 
     def tokens_for(self, messages: Sequence[ChatMessage]) -> tuple[list[int], tuple[str, ...]]:
         result = self._render(messages)
@@ -202,6 +219,17 @@ def _overflow(needed: int, n_ctx: int, reserve: int) -> ContextOverflowError:
         f"with {reserve} kept free for the reply. Shorten the message or the system prompt, "
         "or raise the context length in Settings."
     )
+
+
+def _text_chars(value: object) -> int:
+    """The characters of every text in what is handed to the template (messages, and their parts)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_text_chars(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_text_chars(v) for v in value)
+    return 0
 
 
 def _as_dicts(messages: Sequence[ChatMessage]) -> Any:
