@@ -58,11 +58,20 @@ class ChatFormatter:
         self.has_template = model.chat_template is not None
         bos = model.bos()
         eos = model.eos()
-        self._formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=model.piece(eos, special=True).decode("utf-8", "replace") if eos >= 0 else "",
-            bos_token=model.piece(bos, special=True).decode("utf-8", "replace") if bos >= 0 else "",
-        )
+        # A template that does not parse is said when a chat is rendered, not at load: raw prompts
+        # (``--raw``, /v1/completions) never use it, and the model still serves those.
+        self._unreadable = ""
+        try:
+            self._formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=model.piece(eos, special=True).decode("utf-8", "replace") if eos >= 0 else "",
+                bos_token=model.piece(bos, special=True).decode("utf-8", "replace") if bos >= 0 else "",
+            )
+        except Exception as exc:  # jinja2's TemplateSyntaxError, or anything else its compiler raises
+            self._unreadable = (
+                f"The model's chat template cannot be read ({_template_problem(exc)}); this model file "
+                "cannot be used for chat as it is (raw prompts still work)."
+            )
 
     def _render(self, messages: Sequence[ChatMessage]) -> Any:
         """The template rendered, within RENDER_BUDGET_S: a GGUF's template is code from the file, and
@@ -77,6 +86,8 @@ class ChatFormatter:
                 raise _RenderTimeout
             return tracer
 
+        if self._unreadable:
+            raise GenerationError(self._unreadable)
         chat = _as_dicts(messages)
         previous = sys.gettrace()
         sys.settrace(tracer)
@@ -87,6 +98,8 @@ class ChatFormatter:
                 f"The model's chat template did not finish within {RENDER_BUDGET_S:g} s (it may loop "
                 "without end); this model file cannot be used for chat as it is."
             ) from None
+        except Exception as exc:  # the template is code from the file: whatever it raises is its own
+            raise GenerationError(_template_failure(exc)) from None
         finally:
             sys.settrace(previous)
         # Bounded here, before tokenising: a template that builds a huge text in one operation passed
@@ -218,6 +231,34 @@ def _overflow(needed: int, n_ctx: int, reserve: int) -> ContextOverflowError:
         f"This message needs {needed} tokens but the context window holds {n_ctx}, "
         f"with {reserve} kept free for the reply. Shorten the message or the system prompt, "
         "or raise the context length in Settings."
+    )
+
+
+def _template_problem(exc: BaseException) -> str:
+    """What jinja2 (or the template) said, with the template's line when jinja2 knows it."""
+    line = getattr(exc, "lineno", None)
+    text = str(getattr(exc, "message", None) or exc).rstrip(".") or type(exc).__name__
+    return f"line {line}: {text}" if isinstance(line, int) else text
+
+
+def _template_failure(exc: BaseException) -> str:
+    """A sentence for an exception raised while the template rendered a chat."""
+    from jinja2.exceptions import SecurityError
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None and tb.tb_frame.f_code.co_name == "raise_exception":
+        # The template's own refusal ("Conversation roles must alternate ..."): its words are for the user.
+        return f"The model's chat template refused this chat: {str(exc).rstrip('.')}."
+    if isinstance(exc, SecurityError):
+        return (
+            f"The model's chat template tried to reach outside its sandbox ({_template_problem(exc)}); "
+            "this model file cannot be used for chat as it is."
+        )
+    return (
+        f"The model's chat template failed ({type(exc).__name__}: {_template_problem(exc)}); this model "
+        "file cannot be used for chat as it is."
     )
 
 
