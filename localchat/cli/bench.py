@@ -9,7 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from localchat.cli.common import add_engine_options, engine_config, fail, speculation_for_mode, whole
+from localchat.cli.common import (
+    add_engine_options,
+    engine_config,
+    fail,
+    model_name,
+    speculation_for_mode,
+    whole,
+)
 
 
 def register(sub: Any) -> None:
@@ -102,8 +109,9 @@ def run(args: argparse.Namespace) -> int:
         with Engine(config) as engine:
             info = engine.info
             where = f" ({info.placement})" if info.placement != "local" else ""
-            print(f"target {Path(args.model).name} on {info.backend}{where}, {info.n_threads} threads; "
-                  f"drafter: {info.draft.name if info.draft else 'none'}"
+            target = model_name(config.target_path)
+            print(f"target {target} on {info.backend}{where}, {info.n_threads} threads; "
+                  f"drafter: {model_name(info.draft.path) if info.draft else 'none'}"
                   f"{' (' + engine.draft_problem + ')' if engine.draft_problem else ''}", flush=True)
             report = run_bench(engine, prompts, modes, args.max_tokens, on_record=show, repeat=args.repeat)
             meta = run_meta(target=config.target_path, draft=config.draft_path, max_tokens=args.max_tokens,

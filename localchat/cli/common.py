@@ -7,7 +7,7 @@ import math
 import sys
 from collections.abc import Callable
 
-from localchat.engine.types import EngineConfig, SpeculationConfig
+from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
 from localchat.settings.options import DRAFT_TOKENS_DEFAULT, DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 
 
@@ -114,6 +114,22 @@ def speculation_for_mode(mode: str, args: argparse.Namespace) -> SpeculationConf
     from localchat.bench.modes import bench_mode
 
     return bench_mode(mode, args.draft_tokens, args.p_min).speculation
+
+
+def model_name(path: str) -> str:
+    """A model file as the window names it: the catalog's name and quantization, else the file name
+    (never the GGUF's general.name, which calls the starter's drafter "... AWQ")."""
+    from localchat.catalog.names import shipped_model_name
+
+    return shipped_model_name(path)
+
+
+def drafter_name(drafter: str, info: EngineInfo) -> str:
+    """What drafts, as ``SpeculationState.drafter`` says it, with the draft model called by its catalog
+    name ("n-gram", "off" and the like are kept)."""
+    if info.draft is not None and drafter == info.draft.name:
+        return model_name(info.draft.path)
+    return drafter
 
 
 def fail(message: str) -> int:

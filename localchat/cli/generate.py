@@ -6,7 +6,15 @@ import argparse
 import sys
 from typing import Any
 
-from localchat.cli.common import add_engine_options, engine_config, fail, number, speculation_for_mode, whole
+from localchat.cli.common import (
+    add_engine_options,
+    drafter_name,
+    engine_config,
+    fail,
+    number,
+    speculation_for_mode,
+    whole,
+)
 
 
 def register(sub: Any) -> None:
@@ -73,11 +81,13 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     try:
         with Engine(config) as engine:
+            info = engine.info
             state = engine.speculation_state(spec)
             if not state.active or state.reason:
-                print(f"[speculation: {state.drafter}{' - ' + state.reason if state.reason else ''}]",
-                      file=sys.stderr)
-            placement = engine.info.placement
+                drafter = drafter_name(state.drafter, info)
+                why = f" - {state.reason}" if state.reason else ""
+                print(f"[speculation: {drafter}{why}]", file=sys.stderr)
+            placement = info.placement
             result = engine.generate(request, on_event=lambda e: print(e.text, end="", flush=True))
     except EngineError as exc:
         return fail(str(exc))
@@ -88,6 +98,6 @@ def run(args: argparse.Namespace) -> int:
         print(result.notice, file=sys.stderr)
     where = f", target: {placement}" if placement != "local" else ""
     finish = result.finish_reason.value
-    print(f"[{result.speculation.drafter}] {result.stats.summary()}, finish: {finish}{where}",
-          file=sys.stderr)
+    drafter = drafter_name(result.speculation.drafter, info)
+    print(f"[{drafter}] {result.stats.summary()}, finish: {finish}{where}", file=sys.stderr)
     return 0

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localchat.cli.common import whole
+from localchat.cli.common import drafter_name, model_name, whole
 
 PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a docstring and type hints."
 LOAD_TIMEOUT_S = 600.0
@@ -169,7 +169,7 @@ def _request(tokens: int) -> Any:
     )
 
 
-def _check_stats(result: Any, out: Outcome) -> None:
+def _check_stats(result: Any, out: Outcome, info: Any) -> None:
     stats = result.stats
     out.tokens = stats.generated_tokens
     out.tokens_per_s = stats.tokens_per_s
@@ -178,7 +178,8 @@ def _check_stats(result: Any, out: Outcome) -> None:
     out.acceptance_length = stats.acceptance_length
     out.acceptance_rate = stats.acceptance_rate
     finish = result.finish_reason.value
-    _say(f"reply: {stats.summary()} ({finish}); speculation: {result.speculation.drafter}")
+    drafter = drafter_name(result.speculation.drafter, info)
+    _say(f"reply: {stats.summary()} ({finish}); speculation: {drafter}")
     if stats.generated_tokens < 1:
         raise SelftestError("the reply has no tokens")
     if stats.drafted <= 0:
@@ -198,12 +199,14 @@ def _engine_config(args: argparse.Namespace, target: Path, draft: Path) -> Any:
 
 def _describe_info(info: Any, out: Outcome) -> None:
     out.backend = info.backend
-    draft = info.draft.name if info.draft is not None else "none"
-    out.pair = f"{info.target.name} + {draft}"
+    target = model_name(info.target.path)
+    draft = model_name(info.draft.path) if info.draft is not None else "none"
+    out.pair = f"{target} + {draft}"
     where = f"{info.gpu_layers} GPU layers, {info.n_threads} threads, n_ctx {info.n_ctx}"
     _say(f"backend: {info.backend} ({where})")
     _say(
-        f"loaded: target {info.target.name}, drafter {draft}; speculation: {info.speculation.drafter}"
+        f"loaded: target {target}, drafter {draft}; "
+        f"speculation: {drafter_name(info.speculation.drafter, info)}"
         + (f" ({info.speculation.reason})" if info.speculation.reason else "")
     )
 
@@ -215,7 +218,7 @@ def _run_in_process(args: argparse.Namespace, target: Path, draft: Path, out: Ou
     _say(f"backend (llama.cpp build): {backend_name()}")
     with Engine(_engine_config(args, target, draft)) as engine:
         _describe_info(engine.info, out)
-        _check_stats(engine.generate(_request(args.tokens)), out)
+        _check_stats(engine.generate(_request(args.tokens)), out, engine.info)
 
 
 class _Waiter:
@@ -294,7 +297,8 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
         if what != "loaded":
             raise SelftestError(f"loading failed: {value or 'no answer within the time limit'}")
         _say(f"engine process {client.pid} loaded the pair in {time.monotonic() - t0:.1f} s")
-        _describe_info(value, out)
+        info = value
+        _describe_info(info, out)
         waiter = _Waiter()
         waiter.watch("finished", client.generation_finished)
         waiter.watch("failed", client.generation_failed)
@@ -303,7 +307,7 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
         what, value = waiter.wait(LOAD_TIMEOUT_S)
         if what != "finished":
             raise SelftestError(f"generation failed: {value or 'no answer within the time limit'}")
-        _check_stats(value, out)
+        _check_stats(value, out, info)
     finally:
         window.close()
         client.stop()
