@@ -53,14 +53,18 @@ class InstanceGuard(QObject):
 
     def claim(self) -> bool:
         """True when no other localchat holds the folder (this one now does, and listens for later
-        starts); False when one does. OSError when the folder cannot hold the lock file."""
+        starts); False when one does. A folder that cannot hold the lock file is logged and the app
+        runs unguarded: refusing to start over it would lose more than it protects."""
         from filelock import Timeout
 
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._lock.acquire()
         except Timeout:
             return False
+        except OSError as exc:
+            log.warning("cannot lock %s (%s); a second localchat would not be stopped", self.folder, exc)
+            return True
         server = QLocalServer(self)
         server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
         QLocalServer.removeServer(self.name)  # a socket file a crashed app left (we hold the lock)
@@ -89,7 +93,8 @@ class InstanceGuard(QObject):
         if self._server is not None:
             self._server.close()
             self._server = None
-        self._lock.release()
+        if self._lock.is_locked:
+            self._lock.release()
 
     def _on_server_new_connection(self) -> None:
         assert self._server is not None

@@ -160,3 +160,13 @@ def test_a_killed_first_app_does_not_lock_out_the_next_start(env: dict[str, str]
     out = second.stdout + second.stderr
     assert "WINDOW: localchat" in second.stdout, out[-3000:]
     assert "already running" not in out, out[-3000:]
+
+
+def test_a_folder_that_cannot_hold_the_lock_runs_unguarded(tmp_path: Path) -> None:
+    from localchat.services.single_instance import LOCK_NAME, InstanceGuard
+
+    folder = tmp_path / "data"
+    (folder / LOCK_NAME).mkdir(parents=True)  # something that is not a file where the lock goes
+    guard = InstanceGuard(folder)
+    assert guard.claim()  # runs, unguarded, with a log line
+    guard.release()
