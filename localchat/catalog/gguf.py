@@ -207,9 +207,29 @@ class GgufMetadata:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GgufMetadata:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+    def from_dict(cls, data: object) -> GgufMetadata:
+        """The metadata ``to_dict`` gave; TypeError unless ``data`` is a mapping whose every field has
+        its declared type (the cache file is JSON anyone could have edited)."""
+        if not isinstance(data, dict):
+            raise TypeError(f"GGUF metadata must be a mapping, not {type(data).__name__}")
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        for f in fields(cls):
+            if f.name in values and not _has_type(values[f.name], str(f.type)):
+                raise TypeError(f"GGUF metadata field {f.name} is {values[f.name]!r}")
+        return cls(**values)
+
+
+def _has_type(value: object, annotation: str) -> bool:
+    """Whether ``value`` is of a field's declared type: "int", "str", "bool", unions with None."""
+    for part in (p.strip() for p in annotation.split("|")):
+        if (
+            (part == "None" and value is None)
+            or (part == "bool" and isinstance(value, bool))
+            or (part == "int" and isinstance(value, int) and not isinstance(value, bool))
+            or (part == "str" and isinstance(value, str))
+        ):
+            return True
+    return False
 
 
 def format_params(n: int) -> str:
@@ -493,13 +513,16 @@ class MetadataCache:
     def get(self, key: str, size: int, mtime_ns: int) -> GgufMetadata | GgufError | None:
         with self._lock:
             entry = self._load().get(key)
-        if not entry or entry.get("size") != size or entry.get("mtime_ns") != mtime_ns:
+        # An entry of another shape (a string, a list, fields of the wrong type) is a miss: the header
+        # is read again and the entry replaced, where it stopped the listing with a traceback.
+        if not isinstance(entry, dict) or entry.get("size") != size or entry.get("mtime_ns") != mtime_ns:
             return None
+        if "error" in entry:
+            problem = entry["error"]
+            return GgufError(key, problem) if isinstance(problem, str) else None
         try:
-            if "error" in entry:
-                return GgufError(key, str(entry["error"]))
-            return GgufMetadata.from_dict(entry["meta"])
-        except (KeyError, TypeError):
+            return GgufMetadata.from_dict(entry.get("meta"))
+        except TypeError:
             return None
 
     def put(self, key: str, size: int, mtime_ns: int, value: GgufMetadata | GgufError) -> None:

@@ -69,13 +69,15 @@ CREATE INDEX IF NOT EXISTS conversations_by_updated ON conversations(updated);
 # What each later version adds to the one before, applied in order to a file of an older version
 # (the tables above are version 1's): columns are added, never renamed or dropped, so a file
 # upgraded here still holds every chat it held.
-_MIGRATIONS: dict[int, str] = {
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # A chat's own settings (temperature, reply length) over the app's, as a JSON object.
-    2: "ALTER TABLE conversations ADD COLUMN options TEXT;",
+    2: ("ALTER TABLE conversations ADD COLUMN options TEXT",),
     # Regenerate keeps the earlier answers: the answers to one message share a variant group (the
     # first answer's id) and one of them is shown; the prompt and the view read only shown rows.
-    3: "ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 1;"
-       "ALTER TABLE messages ADD COLUMN variant_group INTEGER;",
+    3: (
+        "ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE messages ADD COLUMN variant_group INTEGER",
+    ),
 }
 
 
@@ -194,7 +196,7 @@ class ConversationStore:
         try:
             self._db.row_factory = sqlite3.Row
             self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._use_wal()
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._check_readable()
@@ -468,6 +470,24 @@ class ConversationStore:
                     self._db.execute("ROLLBACK")
                 raise StoreWriteError(write_error_sentence(exc)) from exc
 
+    def _use_wal(self) -> None:
+        """Put the file in WAL mode, waiting for other localchats as long as any write would.
+
+        Switching a file that is not in WAL mode yet (a history from an early version) needs every
+        other connection out of it, and SQLite answers "locked" at once instead of calling the busy
+        handler when another process is opening the same file: so the wait is here.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                text = str(exc).lower()
+                if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)
+
     def _check_readable(self) -> None:
         """Refuse a file SQLite can open but not read (a truncated or overwritten history)."""
         rows = self._db.execute("PRAGMA quick_check").fetchall()
@@ -492,28 +512,47 @@ class ConversationStore:
         return self.get(conversation_id)
 
     def _migrate(self) -> None:
-        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        """Bring an older file up to ``SCHEMA_VERSION`` in one transaction.
+
+        The version is read again after the write lock is taken: two localchats started at once on an
+        old file would otherwise both see the old version, and the second, upgrading a file the first
+        had just upgraded, failed on "duplicate column" and called the history damaged (it was moved
+        aside while the first kept writing into it). Here the second waits for the lock (the busy
+        timeout) and then finds nothing left to do.
+        """
+        version = self._schema_version()
+        if version == SCHEMA_VERSION:
+            return
+        if version < SCHEMA_VERSION:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                version = self._schema_version()
+                if version < SCHEMA_VERSION:
+                    for statement in _upgrade(version):
+                        self._db.execute(statement)
+                    self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+            if 0 < version < SCHEMA_VERSION:
+                log.info("upgraded the chat history from schema %s to %s", version, SCHEMA_VERSION)
         if version > SCHEMA_VERSION:
             raise NewerHistoryError(
                 f"The chat history at {self.path} was written by a newer localchat (schema {version})."
             )
-        if version == SCHEMA_VERSION:
-            return
-        # One transaction for the whole upgrade: a crash half-way leaves the old version intact.
-        script = ["BEGIN IMMEDIATE;"]
-        if version < 1:
-            script.append(_SCHEMA)
-        script += [_MIGRATIONS[v] for v in range(max(version, 1) + 1, SCHEMA_VERSION + 1)]
-        script.append(f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
-        try:
-            self._db.executescript("\n".join(script))
-        except sqlite3.Error:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
-        if version:
-            log.info("upgraded the chat history from schema %s to %s", version, SCHEMA_VERSION)
 
+    def _schema_version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _upgrade(version: int) -> list[str]:
+    """The statements that turn a file of schema ``version`` (0: a new, empty file) into today's."""
+    statements = [s for s in _SCHEMA.split(";") if s.strip()] if version < 1 else []
+    for v in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
+        statements += _MIGRATIONS[v]
+    return statements
 
 def _create_private(path: Path) -> None:
     """Create the file readable by its owner only (POSIX), and tighten one made before that rule."""

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from localchat.cli.common import add_engine_options, engine_config, fail
+from localchat.cli.common import add_engine_options, engine_config, fail, model_name, whole
 from localchat.engine.speculation_modes import MODE_NAMES
 
 
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
                            "at each length; adaptive starts from the first")
     p.add_argument("--prompts", type=Path, help='JSON Lines file: {"id":..., "category":..., "prompt":...}')
     p.add_argument("--category", action="append", help="only prompts of this category (repeatable)")
-    p.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
+    p.add_argument("--limit", type=whole(1), default=None, help="at most this many prompts per category")
     p.add_argument("--modes", default="off,draft,ngram",
                    help=f"comma-separated: {', '.join(MODE_NAMES)}; NAME:N fixes the draft "
                         "length (draft:8), e.g. off,draft:2,draft:4,draft:8,adaptive")
@@ -113,8 +113,9 @@ def run(args: argparse.Namespace) -> int:
         with Engine(config) as engine:
             info = engine.info
             where = f" ({info.placement})" if info.placement != "local" else ""
-            print(f"target {Path(args.model).name} on {info.backend}{where}, {info.n_threads} threads; "
-                  f"drafter: {info.draft.name if info.draft else 'none'}"
+            target = model_name(config.target_path)
+            print(f"target {target} on {info.backend}{where}, {info.n_threads} threads; "
+                  f"drafter: {model_name(info.draft.path) if info.draft else 'none'}"
                   f"{' (' + engine.draft_problem + ')' if engine.draft_problem else ''}", flush=True)
             report = run_bench(engine, prompts, modes, args.max_tokens, on_record=show, repeat=args.repeat)
             meta = run_meta(target=config.target_path, draft=config.draft_path, max_tokens=args.max_tokens,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from localchat.cli.common import add_engine_options, engine_config, fail
+from localchat.cli.common import add_engine_options, drafter_name, engine_config, fail, number, whole
 from localchat.engine.speculation_modes import speculation_for_mode
 
 
@@ -18,11 +18,12 @@ def register(sub: Any) -> None:
     mode.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
     mode.add_argument("--adaptive", action="store_true",
                       help="adaptive draft length, n-gram lookup when the context repeats, auto-off")
-    p.add_argument("--temp", type=float, default=0.0, help="temperature (0: greedy, the default)")
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--repeat-penalty", type=float, default=1.0)
+    p.add_argument("--temp", type=number(0.0), default=0.0, help="temperature (0: greedy, the default)")
+    p.add_argument("--top-k", type=whole(0), default=40, help="0 turns it off (default 40)")
+    p.add_argument("--top-p", type=number(0.0, 1.0), default=0.95, help="1 turns it off (default 0.95)")
+    p.add_argument("--min-p", type=number(0.0, 1.0), default=0.05, help="0 turns it off (default 0.05)")
+    p.add_argument("--repeat-penalty", type=number(0.0, above=True), default=1.0,
+                   help="above 0; 1 turns it off (the default)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--system", default=None, help="system prompt")
     p.add_argument("--raw", action="store_true", help="raw text, no chat template")
@@ -73,11 +74,13 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     try:
         with Engine(config) as engine:
+            info = engine.info
             state = engine.speculation_state(spec)
             if not state.active or state.reason:
-                print(f"[speculation: {state.drafter}{' - ' + state.reason if state.reason else ''}]",
-                      file=sys.stderr)
-            placement = engine.info.placement
+                drafter = drafter_name(state.drafter, info)
+                why = f" - {state.reason}" if state.reason else ""
+                print(f"[speculation: {drafter}{why}]", file=sys.stderr)
+            placement = info.placement
             result = engine.generate(request, on_event=lambda e: print(e.text, end="", flush=True))
     except EngineError as exc:
         return fail(str(exc))
@@ -88,6 +91,6 @@ def run(args: argparse.Namespace) -> int:
         print(result.notice, file=sys.stderr)
     where = f", target: {placement}" if placement != "local" else ""
     finish = result.finish_reason.value
-    print(f"[{result.speculation.drafter}] {result.stats.summary()}, finish: {finish}{where}",
-          file=sys.stderr)
+    drafter = drafter_name(result.speculation.drafter, info)
+    print(f"[{drafter}] {result.stats.summary()}, finish: {finish}{where}", file=sys.stderr)
     return 0

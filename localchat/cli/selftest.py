@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localchat.cli.common import drafter_name, model_name, whole
+
 PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a docstring and type hints."
 LOAD_TIMEOUT_S = 600.0
 WINDOW_TIMEOUT_S = 30.0
@@ -76,12 +78,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--model", help="target GGUF (default: the starter pair from the models folder)")
     p.add_argument("--draft", help="draft GGUF with the target's vocabulary (the target itself works too)")
-    p.add_argument("--tokens", type=int, default=32, help="tokens to generate (default 32)")
-    p.add_argument("--ctx", type=int, default=2048, help="context length (default 2048)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    p.add_argument("--tokens", type=whole(1), default=32, help="tokens to generate (default 32)")
+    p.add_argument("--ctx", type=whole(1), default=2048, help="context length (default 2048)")
+    p.add_argument("--threads", type=whole(1), default=None, help="CPU threads (default: physical cores)")
     p.add_argument(
         "--gpu-layers",
-        type=int,
+        type=whole(-1),
         default=-1,
         help="layers to offload (default -1: all on a GPU; 0 keeps the model on the CPU, e.g. on a "
         "virtual machine whose GPU the Metal or CUDA kernels cannot use)",
@@ -168,7 +170,7 @@ def _request(tokens: int) -> Any:
     )
 
 
-def _check_stats(result: Any, out: Outcome) -> None:
+def _check_stats(result: Any, out: Outcome, info: Any) -> None:
     stats = result.stats
     out.tokens = stats.generated_tokens
     out.tokens_per_s = stats.tokens_per_s
@@ -177,7 +179,8 @@ def _check_stats(result: Any, out: Outcome) -> None:
     out.acceptance_length = stats.acceptance_length
     out.acceptance_rate = stats.acceptance_rate
     finish = result.finish_reason.value
-    _say(f"reply: {stats.summary()} ({finish}); speculation: {result.speculation.drafter}")
+    drafter = drafter_name(result.speculation.drafter, info)
+    _say(f"reply: {stats.summary()} ({finish}); speculation: {drafter}")
     if stats.generated_tokens < 1:
         raise SelftestError("the reply has no tokens")
     if stats.drafted <= 0:
@@ -197,12 +200,14 @@ def _engine_config(args: argparse.Namespace, target: Path, draft: Path) -> Any:
 
 def _describe_info(info: Any, out: Outcome) -> None:
     out.backend = info.backend
-    draft = info.draft.name if info.draft is not None else "none"
-    out.pair = f"{info.target.name} + {draft}"
+    target = model_name(info.target.path)
+    draft = model_name(info.draft.path) if info.draft is not None else "none"
+    out.pair = f"{target} + {draft}"
     where = f"{info.gpu_layers} GPU layers, {info.n_threads} threads, n_ctx {info.n_ctx}"
     _say(f"backend: {info.backend} ({where})")
     _say(
-        f"loaded: target {info.target.name}, drafter {draft}; speculation: {info.speculation.drafter}"
+        f"loaded: target {target}, drafter {draft}; "
+        f"speculation: {drafter_name(info.speculation.drafter, info)}"
         + (f" ({info.speculation.reason})" if info.speculation.reason else "")
     )
 
@@ -214,7 +219,7 @@ def _run_in_process(args: argparse.Namespace, target: Path, draft: Path, out: Ou
     _say(f"backend (llama.cpp build): {backend_name()}")
     with Engine(_engine_config(args, target, draft)) as engine:
         _describe_info(engine.info, out)
-        _check_stats(engine.generate(_request(args.tokens)), out)
+        _check_stats(engine.generate(_request(args.tokens)), out, engine.info)
 
 
 class _Waiter:
@@ -301,7 +306,7 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
         if not isinstance(event, Finished):
             why = sentence(event.failure) if event is not None else None
             raise SelftestError(f"generation failed: {why or 'no answer within the time limit'}")
-        _check_stats(event.result, out)
+        _check_stats(event.result, out, state.info)
     finally:
         window.close()
         client.shutdown()

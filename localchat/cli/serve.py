@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from localchat.cli.common import add_placement_options, fail, worker_options
+from localchat.cli.common import add_placement_options, fail, number, whole, worker_options
 
 DEFAULT_PORT = 11435
 
@@ -31,20 +31,21 @@ def register(sub: Any) -> None:
                    help="speculation off unless a request asks for it (no drafter is paired)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1; any other needs --api-key)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+    p.add_argument("--port", type=whole(0, 65535), default=DEFAULT_PORT,
                    help=f"port (default {DEFAULT_PORT}; 0: any free)")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request")
     p.add_argument("--cors-origin", action="append", default=[],
                    help="allow browser pages from this origin (repeatable; default: none)")
     p.add_argument("--allowed-host", action="append", default=[],
                    help="another Host header name to accept (e.g. behind a reverse proxy)")
-    p.add_argument("--ctx", type=int, default=8192, help="context length in tokens (default 8192)")
+    p.add_argument("--ctx", type=whole(256), default=8192, help="context length in tokens (default 8192)")
     add_placement_options(p)
-    p.add_argument("--max-tokens", type=int, default=None,
+    p.add_argument("--max-tokens", type=whole(1), default=None,
                    help="most tokens one reply may ask for (default: the context length)")
-    p.add_argument("--queue-size", type=int, default=16,
+    p.add_argument("--queue-size", type=whole(1), default=16,
                    help="requests that may wait for the engine before 429 (default 16)")
-    p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body in MB (default 8)")
+    p.add_argument("--max-body-mb", type=number(0.0, above=True), default=8.0,
+                   help="largest request body in MB (default 8)")
     p.add_argument("--name", default=None, help="model id clients see (default: catalog id or file name)")
     p.set_defaults(func=run)
 

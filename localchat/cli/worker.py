@@ -16,7 +16,7 @@ import socket
 import sys
 from typing import Any
 
-from localchat.cli.common import fail
+from localchat.cli.common import fail, whole
 from localchat.engine.rpc_wire import DEFAULT_PORT, PROTOCOL_VERSION, Endpoint
 
 OPEN_NETWORK_WARNING = """\
@@ -31,8 +31,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("worker", help="serve this computer's CPU/GPU to another localchat (llama.cpp RPC)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this computer only)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    p.add_argument("--port", type=whole(0, 65535), default=DEFAULT_PORT,
+                   help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--threads", type=whole(1), default=None, help="CPU threads (default: physical cores)")
     p.add_argument("--cache", default=None, metavar="DIR",
                    help="keep received tensors in DIR, so a model loads faster the next time")
     p.set_defaults(func=run)

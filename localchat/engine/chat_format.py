@@ -40,6 +40,11 @@ from localchat.engine.types import ChatMessage
 log = logging.getLogger("localchat.engine")
 
 RENDER_BUDGET_S = 2.0
+# The most text a template may make: its own words (a system preamble, tool instructions) up to
+# RENDER_SLACK_CHARS, plus RENDER_TEXT_FACTOR times the chat's text (a template may show a message
+# more than once). One string operation in C (``'x' * 10**8``) never meets the time limit's check.
+RENDER_SLACK_CHARS = 256 * 1024
+RENDER_TEXT_FACTOR = 4
 
 
 class _RenderTimeout(Exception):
@@ -104,11 +109,20 @@ class ChatFormatter:
         self.has_template = model.chat_template is not None
         bos = model.bos()
         eos = model.eos()
-        self._formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=model.piece(eos, special=True).decode("utf-8", "replace") if eos >= 0 else "",
-            bos_token=model.piece(bos, special=True).decode("utf-8", "replace") if bos >= 0 else "",
-        )
+        # A template that does not parse is said when a chat is rendered, not at load: raw prompts
+        # (``--raw``, /v1/completions) never use it, and the model still serves those.
+        self._unreadable = ""
+        try:
+            self._formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=model.piece(eos, special=True).decode("utf-8", "replace") if eos >= 0 else "",
+                bos_token=model.piece(bos, special=True).decode("utf-8", "replace") if bos >= 0 else "",
+            )
+        except Exception as exc:  # jinja2's TemplateSyntaxError, or anything else its compiler raises
+            self._unreadable = (
+                f"The model's chat template cannot be read ({_template_problem(exc)}); this model file "
+                "cannot be used for chat as it is (raw prompts still work)."
+            )
 
     @functools.cached_property
     def support(self) -> ToolSupport:
@@ -129,7 +143,7 @@ class ChatFormatter:
         try:
             return self._render_dicts(dicts, None)
         except _TemplateRefused as exc:
-            raise GenerationError(f"The model's chat template cannot format this chat: {exc}") from None
+            raise GenerationError(str(exc)) from None
 
     def _render_dicts(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
         """The template rendered, within RENDER_BUDGET_S: a GGUF's template is code from the file, and
@@ -144,21 +158,33 @@ class ChatFormatter:
                 raise _RenderTimeout
             return tracer
 
+        if self._unreadable:
+            raise GenerationError(self._unreadable)
         previous = sys.gettrace()
         sys.settrace(tracer)
         try:
             render: Any = self._formatter  # takes the OpenAI TypedDicts; these dicts are that shape
-            return render(messages=messages) if tools is None else render(messages=messages, tools=tools)
+            result = render(messages=messages) if tools is None else render(messages=messages, tools=tools)
         except _RenderTimeout:
             raise GenerationError(
                 f"The model's chat template did not finish within {RENDER_BUDGET_S:g} s (it may loop "
                 "without end); this model file cannot be used for chat as it is."
             ) from None
-        except Exception as exc:  # the template's raise_exception (ValueError), Jinja's own errors
-            message = str(exc).strip() or type(exc).__name__
-            raise _TemplateRefused(message if message[-1] in ".!?" else message + ".") from exc
+        except Exception as exc:  # the template is code from the file: whatever it raises is its own
+            raise _TemplateRefused(_template_failure(exc)) from exc
         finally:
             sys.settrace(previous)
+        # Bounded here, before tokenising: a template that builds a huge text in one operation passed
+        # the time limit, took ~19 s to tokenise, and the reply then failed with a sentence blaming
+        # the user's text for the template's.
+        made, given = len(str(result.prompt)), _text_chars(messages) + _text_chars(tools)
+        if made > RENDER_SLACK_CHARS + RENDER_TEXT_FACTOR * given:
+            raise GenerationError(
+                f"The model's chat template made {made:,} characters of prompt out of {given:,} "
+                "characters of chat (it builds text of its own without bound); this model file "
+                "cannot be used for chat as it is."
+            )
+        return result
 
     def _tokens(self, messages: Sequence[ChatMessage], tools: ToolPrompt | None = None) -> _Rendered:
         result = self._render(messages, tools)
@@ -300,6 +326,45 @@ def _overflow(needed: int, n_ctx: int, reserve: int) -> ContextOverflowError:
         "or raise the context length in Settings.",
         needed=needed, n_ctx=n_ctx, reserve=reserve,
     )
+
+
+def _template_problem(exc: BaseException) -> str:
+    """What jinja2 (or the template) said, with the template's line when jinja2 knows it."""
+    line = getattr(exc, "lineno", None)
+    text = str(getattr(exc, "message", None) or exc).rstrip(".") or type(exc).__name__
+    return f"line {line}: {text}" if isinstance(line, int) else text
+
+
+def _template_failure(exc: BaseException) -> str:
+    """A sentence for an exception raised while the template rendered a chat."""
+    from jinja2.exceptions import SecurityError
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None and tb.tb_frame.f_code.co_name == "raise_exception":
+        # The template's own refusal ("Conversation roles must alternate ..."): its words are for the user.
+        return f"The model's chat template refused this chat: {str(exc).rstrip('.')}."
+    if isinstance(exc, SecurityError):
+        return (
+            f"The model's chat template tried to reach outside its sandbox ({_template_problem(exc)}); "
+            "this model file cannot be used for chat as it is."
+        )
+    return (
+        f"The model's chat template failed ({type(exc).__name__}: {_template_problem(exc)}); this model "
+        "file cannot be used for chat as it is."
+    )
+
+
+def _text_chars(value: object) -> int:
+    """The characters of every text in what is handed to the template (messages, and their parts)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_text_chars(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_text_chars(v) for v in value)
+    return 0
 
 
 def _as_dicts(messages: Sequence[ChatMessage]) -> Any:

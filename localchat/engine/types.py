@@ -7,6 +7,7 @@ the UI can read it without importing llama.cpp.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 
 from localchat.engine.stats import GenerationStats
@@ -92,6 +93,27 @@ class SamplingParams:
     repeat_last_n: int = 64
     seed: int | None = None
 
+    def __post_init__(self) -> None:
+        # Checked here, as SpeculationConfig checks its own, so the command line, the API and the app
+        # all refuse what the sampler cannot use: a NaN compares false with every bound and passed
+        # through, and a repeat penalty of 0 divides the logits by zero.
+        def finite_in(name: str, value: float, lo: float, hi: float = math.inf) -> None:
+            if not (math.isfinite(value) and lo <= value <= hi):
+                bound = f"at least {lo:g}" if hi == math.inf else f"between {lo:g} and {hi:g}"
+                raise ValueError(f"{name} must be a finite number {bound}, got {value}")
+
+        finite_in("temperature", self.temperature, 0.0)
+        finite_in("top_p", self.top_p, 0.0, 1.0)
+        finite_in("min_p", self.min_p, 0.0, 1.0)
+        if not (math.isfinite(self.repeat_penalty) and self.repeat_penalty > 0.0):
+            raise ValueError(
+                f"repeat_penalty must be a finite number above 0 (1 turns it off), got {self.repeat_penalty}"
+            )
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be at least 0 (0 turns it off), got {self.top_k}")
+        if self.repeat_last_n < 0:
+            raise ValueError(f"repeat_last_n must be at least 0, got {self.repeat_last_n}")
+
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
@@ -138,6 +160,10 @@ class GenerationRequest:
     # A thinking model's <think> block goes to ``reasoning`` instead of the text (always so with
     # tools). False keeps the window's replies as they were: the thinking is part of the text.
     separate_reasoning: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:  # 0 still generated one token
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
 
 
 @dataclass(frozen=True)

@@ -87,9 +87,18 @@ def _sampling(body: Mapping[str, Any]) -> SamplingParams:
         top_k=d.top_k if top_k is None else top_k,
         top_p=_number(body, "top_p", 0.0, 1.0, d.top_p),
         min_p=_number(body, "min_p", 0.0, 1.0, d.min_p),
-        repeat_penalty=_number(body, "repeat_penalty", 0.0, 10.0, d.repeat_penalty) or d.repeat_penalty,
+        repeat_penalty=_repeat_penalty(body, d.repeat_penalty),
         seed=_integer(body, "seed", -(2**63), 2**64),
     )
+
+
+def _repeat_penalty(body: Mapping[str, Any], default: float) -> float:
+    """Above 0: the logits of recent tokens are divided by it (0 was taken as "off" without a word)."""
+    value = _number(body, "repeat_penalty", 0.0, 10.0, default)
+    if value == 0.0:
+        raise bad_request("'repeat_penalty' must be above 0 (1 turns it off); it was 0.", "repeat_penalty",
+                          "invalid_value")
+    return value
 
 
 def _max_tokens(body: Mapping[str, Any], keys: tuple[str, ...], limits: Limits) -> int:

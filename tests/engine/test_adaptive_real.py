@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import types
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
+from localchat.engine import draft_sources, speculative
+from localchat.engine.backend import Context
 from localchat.engine.engine import Engine
 from localchat.engine.types import (
     ChatMessage,
@@ -37,6 +43,67 @@ def run(eng: Engine, prompt: str, max_tokens: int, spec: SpeculationConfig = ADA
     return lengths, events
 
 
+# What one pass costs on the test machine (a 2-core x86-64 CPU, 2 threads) at a quiet moment: the
+# calibration at load of the 1.5B Q4_K_M target, in ms by batch size, and the 0.5B drafter per token
+# (docs/BENCHMARKS.md, "Cost curve of this machine"). Compute-bound: a batch of n costs nearly n steps.
+TARGET_MS = {1: 27.7, 2: 55.0, 4: 91.5, 8: 144.4, 16: 172.0}
+DRAFTER_MS_PER_TOKEN = 15.6
+
+
+def _curve_ms(size: int) -> float:
+    """The target's pass of ``size`` tokens: a line between the measured sizes, the last slope beyond."""
+    sizes = sorted(TARGET_MS)
+    if size >= sizes[-1]:
+        slope = (TARGET_MS[16] - TARGET_MS[8]) / 8
+        return TARGET_MS[16] + slope * (size - 16)
+    return float(np.interp(size, sizes, [TARGET_MS[k] for k in sizes]))
+
+
+class MachineClock:
+    """Time as the policy sees it, charged per llama.cpp pass from the measured costs above.
+
+    The policy decides from the seconds its passes take; measured on a machine that other processes
+    also use, one slow moment turns a loss into a win or the reverse (this test failed once so, on a
+    busy 2-core machine). Charged by this clock, the same passes always cost the same: the test judges
+    the policy's decisions on this machine's costs, not the machine's load at the time.
+    """
+
+    def __init__(self, target: Context) -> None:
+        self.now = 0.0
+        self.target = target
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def charge(self, ctx: Context, n_tokens: int) -> None:
+        ms = _curve_ms(n_tokens)
+        if ctx is not self.target:  # the drafter: the same curve's shape at its cost per token
+            ms *= DRAFTER_MS_PER_TOKEN / TARGET_MS[1]
+        self.now += ms / 1000
+
+
+@pytest.fixture
+def machine_clock(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Install a MachineClock for an engine: ``machine_clock(eng)`` (the engine's target is known then)."""
+
+    def install(eng: Engine) -> MachineClock:
+        clock = MachineClock(eng.target)
+        real_decode = Context.decode
+
+        def decode(self: Context, tokens: Sequence[int], logits_for: str | int = "last") -> int:
+            result = real_decode(self, tokens, logits_for)
+            clock.charge(self, len(tokens))
+            return result
+
+        monkeypatch.setattr(Context, "decode", decode)
+        fake_time = types.SimpleNamespace(perf_counter=clock.perf_counter)
+        monkeypatch.setattr(speculative, "time", fake_time)
+        monkeypatch.setattr(draft_sources, "time", fake_time)
+        return clock
+
+    return install
+
+
 def paused_runs(events: list[TokenEvent]) -> list[tuple[bool, int]]:
     """The reply as stretches of (paused, tokens), from the state sent with each piece of text."""
     runs: list[tuple[bool, int]] = []
@@ -50,17 +117,20 @@ def paused_runs(events: list[TokenEvent]) -> list[tuple[bool, int]]:
 
 @pytest.mark.slow
 def test_auto_off_pauses_where_speculation_loses_probes_recovers_and_the_toggle_wins(
-    qwen_target_path: Path, qwen_draft_path: Path
+    qwen_target_path: Path, qwen_draft_path: Path, machine_clock: Any
 ) -> None:
     """The Q4_K_M target is compute-bound on a CPU: verifying a batch costs nearly one step per token,
     so speculation with the 0.5B drafter is slower than plain decoding (0.6-0.8x measured),
     while n-gram drafts on a reply that copies its prompt still pay (1.2-1.4x).
 
+    The real models draft and verify (what is accepted is theirs); each pass is charged this machine's
+    measured cost (``MachineClock``), so another process on the CPU cannot change the decisions.
     Without a profile or a calibration at load, so that the first reply has to find this out itself
     (with one, it starts paused: see test_profile_real.py)."""
     cfg = EngineConfig(str(qwen_target_path), draft_path=str(qwen_draft_path), n_ctx=2048,
                        use_profile=False, calibrate=False)
     with Engine(cfg) as eng:
+        machine_clock(eng)
         prompt = ("Write a long story, at least 400 words, about a lighthouse keeper "
                   "who finds a message in a bottle.")
         lengths, events = run(eng, prompt, max_tokens=230)

@@ -152,3 +152,56 @@ def test_a_template_that_loops_without_end_is_a_sentence_within_its_budget() -> 
     with pytest.raises(GenerationError, match="did not finish"):
         formatter.text_for([ChatMessage("user", "hi")])
     assert time.monotonic() - t0 < chat_format.RENDER_BUDGET_S + 3
+
+
+class _TemplateOnly:
+    """The part of backend.Model the formatter reads before rendering; the template is the point."""
+
+    def __init__(self, template: str) -> None:
+        self.chat_template = template
+
+    def bos(self) -> int:
+        return -1
+
+    def eos(self) -> int:
+        return -1
+
+
+EACH_MESSAGE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ 'x' * 60000000 }}" + EACH_MESSAGE,
+        "{% set pad = 'ab' * 5000000 %}{{ pad ~ pad ~ pad }}" + EACH_MESSAGE,
+        EACH_MESSAGE + "{{ ' '|center(40000000) }}",
+    ],
+    ids=["multiply", "concatenate", "filter"],
+)
+def test_a_template_that_builds_a_huge_text_is_named_as_the_cause(template: str) -> None:
+    """No loop, so the time limit never fired: the text went on to be tokenised (about 19 s) and the
+    reply failed with a sentence that blamed the user's message. The rendered size is bounded too."""
+    import time
+
+    from localchat.engine import chat_format
+    from localchat.engine.errors import GenerationError
+
+    formatter = chat_format.ChatFormatter(_TemplateOnly(template))  # type: ignore[arg-type]
+    t0 = time.monotonic()
+    with pytest.raises(GenerationError) as caught:
+        formatter.text_for([ChatMessage("user", "hi")])
+    assert time.monotonic() - t0 < chat_format.RENDER_BUDGET_S + 3
+    sentence = str(caught.value)
+    assert "chat template" in sentence and "message" not in sentence.replace("chat template", "")
+    assert "cannot be used for chat" in sentence
+
+
+def test_a_long_chat_through_an_honest_template_is_not_refused() -> None:
+    from localchat.engine import chat_format
+
+    formatter = chat_format.ChatFormatter(_TemplateOnly(EACH_MESSAGE))  # type: ignore[arg-type]
+    long_chat = [ChatMessage("user" if i % 2 == 0 else "assistant", "word " * 20_000) for i in range(40)]
+    assert len(formatter.text_for(long_chat)) > 4_000_000
+    short = formatter.text_for([ChatMessage("user", "")])
+    assert short == "<|user|>\n"
