@@ -210,7 +210,7 @@ def test_a_native_template_that_refuses_the_chat_falls_back_to_the_generic_promp
 
 def test_a_template_that_refuses_a_plain_chat_is_a_sentence() -> None:
     f = ChatFormatter(_TemplateModel(GEMMA_STYLE))  # type: ignore[arg-type]
-    with pytest.raises(GenerationError, match="cannot format this chat: Conversation roles must alternate"):
+    with pytest.raises(GenerationError, match="refused this chat: Conversation roles must alternate"):
         f.text_for([ChatMessage("user", "a"), ChatMessage("user", "b")])
 
 
