@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 PROMPT = "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring."
 
@@ -103,7 +104,7 @@ def child(args: argparse.Namespace) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run_child(args: argparse.Namespace, mode: str, prompt: str, env: dict[str, str]) -> dict | None:
+def run_child(args: argparse.Namespace, mode: str, prompt: str, env: dict[str, str]) -> dict[str, Any] | None:
     cmd = [sys.executable, __file__, "--model", args.model, "--draft", args.draft,
            "--max-tokens", str(args.max_tokens), "--prompt", prompt, "--child", mode,
            "--replies", str(args.replies)]
@@ -112,11 +113,11 @@ def run_child(args: argparse.Namespace, mode: str, prompt: str, env: dict[str, s
     if line is None:
         print(f"{mode}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
         return None
-    result: dict = json.loads(line[7:])
+    result: dict[str, Any] = json.loads(line[7:])
     return result
 
 
-def print_result(mode: str, r: dict) -> None:
+def print_result(mode: str, r: dict[str, Any]) -> None:
     print(f"{mode:9s} load {r['load_s']:5.2f} s  calibration {r['calibration_ms']} ms"
           f"{' (' + r['calibration_disturbed'] + ')' if r['calibration_disturbed'] else ''}  "
           f"adaptive {r['adaptive_tok_s']:6.2f} tok/s  plain {r['plain_tok_s']:6.2f}  "
