@@ -15,7 +15,12 @@ The JSON report (schema ``localchat-bench/1``, documented in docs/BENCHMARKS.md)
      "oracle": [{category, adaptive_vs_oracle, beats_every_fixed, best_fixed_mode}]  (runs with
                adaptive and fixed modes only; see bench/oracle.py)
      "oracle_prompts": [{id, category, best_mode, best_tokens_per_s, adaptive_tokens_per_s,
-                         adaptive_vs_oracle}]}
+                         adaptive_vs_oracle}],
+     "routes": [{route: "api", client: "openai", server_tokens_per_s: {mode: x},
+                 first_turn_ttft_ms, follow_up_ttft_ms},
+                {route: "rpc+5ms", delay_ms, round_trip_ms}]  (``localchat bench --through-api`` or
+               ``--link-latency`` only: a mode measured on a route is labelled MODE@ROUTE, and its
+               speedup_vs_off and matches_off are against off@ROUTE; see bench/modes.py)}
 
 The CSV export holds the records, one row each, with the same field names.
 """
