@@ -102,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
         args.modes = ",".join(["off", *(f"auto:{n}" for n in range(1, 9)), "adaptive"])
     if args.through_api and args.link_latency:
         return fail("choose one of --through-api and --link-latency")
+    if args.through_api and args.rpc:
+        # The API's engine process would need the workers too, and a worker serves one engine at a time.
+        return fail("--through-api loads the models a second time, for the API: run it without --rpc")
     if args.link_latency and not args.rpc:
         return fail("--link-latency needs --rpc HOST:PORT: it delays the link to the workers")
     try:

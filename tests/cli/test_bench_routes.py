@@ -45,6 +45,7 @@ def test_route_options_are_checked_before_anything_loads(tmp_path: Path) -> None
         (["--rpc", "127.0.0.1:1", "--link-latency", "-1"], "from 0 to 10000"),
         (["--through-api", "--oracle"], "--oracle compares fixed lengths on one engine"),
         (["--through-api", "--rpc", "127.0.0.1:1", "--link-latency", "1"], "choose one of --through-api"),
+        (["--through-api", "--rpc", "127.0.0.1:1"], "run it without --rpc"),
         (["--prompts", "no-such-set"], "Cannot read the prompts file no-such-set"),
     ):
         r = localchat("bench", "--model", never, *args)
