@@ -25,6 +25,7 @@ import contextlib
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -128,7 +129,7 @@ def settle(seconds: float = 0.4) -> None:
     deadline.start(int(seconds * 1000))
     while deadline.isActive():
         app.processEvents()
-        threading.Event().wait(0.01)
+        time.sleep(0.01)
 
 
 def over(window: QWidget, dialog: QWidget, at: QPoint) -> QPixmap:
@@ -140,23 +141,24 @@ def over(window: QWidget, dialog: QWidget, at: QPoint) -> QPixmap:
     return picture
 
 
-def in_modal(dialog_type: type, look: Callable[[QWidget], None]) -> Callable[[], None]:
-    """A callback for a QTimer: calls ``look`` with the modal dialog of ``dialog_type`` that is open,
-    then closes it (the app opens its dialogs with exec(), so the picture is taken inside its loop)."""
-    seen: list[QWidget] = []
+class InModal:
+    """A QTimer callback: calls ``look`` with the open modal dialog of ``dialog_type``, then closes it
+    (the app opens its dialogs with exec(), so the picture is taken inside the dialog's own loop; an
+    assertion that fails there fails the test through pytest-qt)."""
 
-    def run() -> None:
+    def __init__(self, dialog_type: type, look: Callable[[QWidget], None]) -> None:
+        self.dialog_type, self.look = dialog_type, look
+        self.opened = False
+
+    def __call__(self) -> None:
         dialog = QApplication.activeModalWidget()
         try:
-            assert isinstance(dialog, dialog_type), f"no {dialog_type.__name__} is open, but {dialog!r}"
-            seen.append(dialog)
-            look(dialog)
+            assert isinstance(dialog, self.dialog_type), f"no {self.dialog_type.__name__} is open: {dialog!r}"
+            self.opened = True
+            self.look(dialog)
         finally:
             if isinstance(dialog, QWidget):
                 dialog.close()
-
-    run.seen = seen  # type: ignore[attr-defined]
-    return run
 
 
 # -- the app on the fake engine ----------------------------------------------------------------------
@@ -237,10 +239,10 @@ def test_settings_dialog(qtbot, fake_app: AppParts, shots_root: Path, theme: str
         assert dialog.editors["drafter"].isVisible() and dialog.editors["draft_tokens"].isVisible()
         save(dialog.grab(), shots_root, f"settings{'-dark' if theme == 'dark' else ''}.png")
 
-    taken = in_modal(SettingsDialog, look)
+    taken = InModal(SettingsDialog, look)
     QTimer.singleShot(300, taken)
     window.menus.settings_action.trigger()
-    assert taken.seen, "the settings dialog did not open"  # type: ignore[attr-defined]
+    assert taken.opened, "the settings dialog did not open"
 
 
 def test_model_manager(
@@ -287,10 +289,10 @@ def test_model_manager(
             assert "starter" in first[0] and "Loaded" in first, first
             save(dialog.grab(), shots_root, "screenshots/model-manager-catalog.png")
 
-        taken = in_modal(ModelManagerDialog, look)
+        taken = InModal(ModelManagerDialog, look)
         QTimer.singleShot(300, taken)
         window.model_manager_requested.emit()
-        assert taken.seen, "the model manager did not open"  # type: ignore[attr-defined]
+        assert taken.opened, "the model manager did not open"
     shutil.rmtree(root)
 
 
@@ -321,11 +323,11 @@ def test_starter_manager(
     assert models is not None and models.advisor is not None
     choice = models.advisor.saved_choice()  # kept from the load, as "Get the starter models" reads it
     assert choice is not None and choice.chosen.entry.id == "qwen2.5-coder-1.5b-instruct"
-    taken = in_modal(ModelManagerDialog, look)
+    taken = InModal(ModelManagerDialog, look)
     QTimer.singleShot(300, taken)
     # What "Get the starter models" opens where the chosen pair's files are not here yet.
     models.open_manager(select=choice.chosen.entry.id, note=choice.sentence)
-    assert taken.seen, "the model manager did not open"  # type: ignore[attr-defined]
+    assert taken.opened, "the model manager did not open"
 
 
 @pytest.mark.parametrize("theme", THEMES)
