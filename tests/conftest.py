@@ -22,6 +22,12 @@ from localchat.hub import pypi_models, pypi_source
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--docs-screenshots", action="store_true",
+                     help="with -m screenshots: write the pictures over the docs' own copies "
+                          "(default: a temporary folder)")
+
+
 @pytest.fixture(autouse=True)
 def _own_profiles_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts without speculation profiles, in a folder of its own (inherited by the engine

@@ -1,13 +1,14 @@
 """How often the target accepts the draft model's next token, by the drafter's confidence in it.
 
-    python tools/calibration_curve.py --model T.gguf --draft D.gguf [--prompts FILE] [--max-tokens 96]
+    python tools/calibration_curve.py --model T.gguf --draft D.gguf [--prompts heldout|FILE]
+        [--max-tokens 96]
 
 Every step drafts exactly one token whatever its confidence (so no bin is left out, unlike
 adaptive speculation, which drafts only the tokens it expects to pay), greedy, over the built-in
-bench prompts and, with --prompts, those of a bench prompts file (JSON Lines). Prints, per
-confidence bin of 0.1, how many first tokens were judged and the share accepted: a drafter whose
-tokens are accepted more often than its confidence says is underconfident, and adaptive
-speculation's calibration (engine/calibration.py) has to learn that.
+bench prompts and, with --prompts, those of the held-out set (``heldout``) or a bench prompts file
+(JSON Lines). Prints, per confidence bin of 0.1, how many first tokens were judged and the share
+accepted: a drafter whose tokens are accepted more often than its confidence says is underconfident,
+and adaptive speculation's calibration (engine/calibration.py) has to learn that.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Whether a draft token's position matters, and what a look at the next token finds.
 
-    python tools/draft_positions.py --model T.gguf --draft D.gguf [--prompts FILE] [--max-tokens 64]
+    python tools/draft_positions.py --model T.gguf --draft D.gguf [--prompts heldout|FILE] [--max-tokens 64]
 
 Every step the draft model drafts 6 tokens whatever their confidence (greedy, over the built-in
-bench prompts and, with --prompts, those of a bench prompts file). Recorded per step: each token's
-confidence and how many were accepted. Printed, for code and edits apart from chat and stories:
+bench prompts and, with --prompts, those of the held-out set (``heldout``) or a bench prompts file).
+Recorded per step: each token's confidence and how many were accepted. Printed, for code and edits
+apart from chat and stories:
 
 1. the share accepted by confidence, at the first position of a draft and at later ones (given that
    the tokens before were accepted): adaptive speculation's calibration (engine/calibration.py) has

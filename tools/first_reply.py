@@ -15,10 +15,10 @@ Each process answers the same prompt with adaptive speculation first (its first
 reply), then with plain decoding for the speed-up in the same process. Greedy, so
 the texts can be compared. Profiles go to a temporary folder, never the user's.
 
-    python tools/first_reply.py --model T --draft D --prompts FILE [--category C]
+    python tools/first_reply.py --model T --draft D --prompts heldout|FILE [--category C]
 
-runs that for every prompt of a bench prompts file (JSON Lines), each prompt in
-processes of its own with a profiles folder of its own (``calibrate``, then
+runs that for every prompt of a bench prompt set (``heldout``, ``builtin``) or file (JSON Lines),
+each prompt in processes of its own with a profiles folder of its own (``calibrate``, then
 ``saved``), and adds up tokens and seconds per mode.
 
     python tools/first_reply.py --model T --draft D --replies 10 [--modes calibrate]
@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 PROMPT = "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring."
 
@@ -103,7 +104,7 @@ def child(args: argparse.Namespace) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run_child(args: argparse.Namespace, mode: str, prompt: str, env: dict[str, str]) -> dict | None:
+def run_child(args: argparse.Namespace, mode: str, prompt: str, env: dict[str, str]) -> dict[str, Any] | None:
     cmd = [sys.executable, __file__, "--model", args.model, "--draft", args.draft,
            "--max-tokens", str(args.max_tokens), "--prompt", prompt, "--child", mode,
            "--replies", str(args.replies)]
@@ -112,11 +113,11 @@ def run_child(args: argparse.Namespace, mode: str, prompt: str, env: dict[str, s
     if line is None:
         print(f"{mode}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
         return None
-    result: dict = json.loads(line[7:])
+    result: dict[str, Any] = json.loads(line[7:])
     return result
 
 
-def print_result(mode: str, r: dict) -> None:
+def print_result(mode: str, r: dict[str, Any]) -> None:
     print(f"{mode:9s} load {r['load_s']:5.2f} s  calibration {r['calibration_ms']} ms"
           f"{' (' + r['calibration_disturbed'] + ')' if r['calibration_disturbed'] else ''}  "
           f"adaptive {r['adaptive_tok_s']:6.2f} tok/s  plain {r['plain_tok_s']:6.2f}  "
@@ -140,7 +141,8 @@ def main() -> int:
     ap.add_argument("--draft", required=True)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--prompt", default=PROMPT)
-    ap.add_argument("--prompts", help="a bench prompts file: every prompt in processes of its own")
+    ap.add_argument("--prompts", help="a bench prompt set (heldout, builtin) or file (JSON Lines): every "
+                                      "prompt in processes of its own")
     ap.add_argument("--category", action="append", help="only prompts of this category (repeatable)")
     ap.add_argument("--modes", default="learn,calibrate,saved",
                     help="which processes to run, in order (default learn,calibrate,saved)")
@@ -153,9 +155,9 @@ def main() -> int:
     modes = [m for m in args.modes.split(",") if m]
     prompts = [("prompt", "", args.prompt)]
     if args.prompts:
-        rows = [json.loads(ln) for ln in Path(args.prompts).read_text().splitlines() if ln.strip()]
-        prompts = [(r["id"], r["category"], r["prompt"]) for r in rows
-                   if not args.category or r["category"] in args.category]
+        from localchat.bench.prompts import prompts_from, select
+
+        prompts = [(p.id, p.category, p.prompt) for p in select(prompts_from(args.prompts), args.category)]
     root = Path(__file__).resolve().parent.parent
     totals: dict[str, list[float]] = {m: [0.0, 0.0, 0.0] for m in modes}  # tokens, adaptive s, plain s
     for pid, category, prompt in prompts:

@@ -13,7 +13,6 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
@@ -66,15 +65,15 @@ class Recorder:
 def add_arguments(ap: argparse.ArgumentParser, max_tokens: int) -> None:
     ap.add_argument("--model", required=True)
     ap.add_argument("--draft", required=True)
-    ap.add_argument("--prompts", type=Path, help="also the prompts of this bench file (JSON Lines)")
+    ap.add_argument("--prompts", help="also the prompts of this bench set (heldout) or file (JSON Lines)")
     ap.add_argument("--max-tokens", type=int, default=max_tokens)
 
 
 def chosen_prompts(args: argparse.Namespace) -> list[BenchPrompt]:
-    """The built-in bench prompts, and those of ``--prompts``."""
-    from localchat.bench.prompts import builtin_prompts, load_prompts
+    """The built-in bench prompts, and those of ``--prompts`` (a set's name or a file)."""
+    from localchat.bench.prompts import builtin_prompts, prompts_from
 
-    return list(builtin_prompts()) + (list(load_prompts(args.prompts)) if args.prompts else [])
+    return list(builtin_prompts()) + (list(prompts_from(args.prompts)) if args.prompts else [])
 
 
 @contextlib.contextmanager

@@ -65,7 +65,7 @@ def probe_engine(config: Any) -> Any:
             with out.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(rows) + "\n")
 
-    engine.generate = timed  # type: ignore[method-assign]
+    engine.generate = timed  # type: ignore[method-assign,assignment]
     return engine
 
 

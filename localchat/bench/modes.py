@@ -1,8 +1,15 @@
-"""Benchmark modes: a speculation mode under the label the report shows it by.
+"""Benchmark modes: a speculation mode under the label the report shows it by, and where it runs.
 
 What each mode name means is engine/speculation_modes.py's (``speculation_for_mode``), shared with
 ``localchat generate`` and the HTTP API; a benchmark mode adds only its label (``draft:8`` for the
-draft model at length 8 in a sweep).
+draft model at length 8 in a sweep) and its route.
+
+A route is where a mode runs when one run measures the same prompts in more than one place: ``""``
+is the bench's own engine; ``api`` the local API through the OpenAI client (``--through-api``),
+``rpc+5ms`` the target split over workers behind 5 ms of added link latency (``--link-latency``).
+A routed mode's label carries its route after ``@`` (``adaptive@api``), and its speed-up and "same
+text" are against plain decoding on the same route (``off@api``), so each route's figures are read
+as a run of their own, side by side with the others in one run.
 """
 
 from __future__ import annotations
@@ -13,11 +20,15 @@ from localchat.engine.speculation_modes import speculation_for_mode
 from localchat.engine.types import SpeculationConfig
 from localchat.settings.options import DRAFT_TOKENS_DEFAULT
 
+ROUTE_MARK = "@"
+OFF = "off"
+
 
 @dataclass(frozen=True)
 class BenchMode:
-    name: str  # "off", "draft", "ngram", "auto", "adaptive", "draft:8", ...
+    name: str  # the label: "off", "draft", "ngram", "auto", "adaptive", "draft:8", "adaptive@api", ...
     speculation: SpeculationConfig
+    route: str = ""  # "" the bench's engine, else a key of run_bench's ``routes``
 
 
 def bench_mode(
@@ -26,3 +37,18 @@ def bench_mode(
     """The mode ``name`` (one of ``speculation_modes.MODE_NAMES``) shown as ``label`` (default: the name);
     ValueError with a sentence for an unknown name."""
     return BenchMode(label or name, speculation_for_mode(name, draft_tokens, p_min))
+
+
+def routed(mode: BenchMode, route: str) -> BenchMode:
+    """``mode`` run on ``route``, labelled ``LABEL@ROUTE``."""
+    return BenchMode(f"{mode.name}{ROUTE_MARK}{route}", mode.speculation, route)
+
+
+def off_label(label: str) -> str:
+    """The label of the plain-decoding run that ``label`` is compared with: ``off`` on the same route."""
+    _, mark, route = label.partition(ROUTE_MARK)
+    return f"{OFF}{mark}{route}"
+
+
+def is_off(label: str) -> bool:
+    return off_label(label) == label

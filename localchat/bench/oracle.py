@@ -4,7 +4,8 @@ how close the adaptive policy came to it (``adaptive / oracle``).
 The adaptive policy chooses its draft length while it writes; the oracle sees every fixed length's
 finished run of the same prompt and picks the fastest. A category's ratio compares total times over
 the same prompts (oracle seconds over adaptive seconds at equal token counts), so a long reply weighs
-as much as the time it takes.
+as much as the time it takes. Only the bench's own engine is judged: modes run on a route
+(``MODE@api``, bench/modes.py) are left out.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from localchat.bench.modes import ROUTE_MARK
 
 if TYPE_CHECKING:  # report.py writes the oracle into the report; this module needs only the type
     from localchat.bench.report import BenchRecord
@@ -52,6 +55,7 @@ class OracleSummary:
 
 def oracle_rows(records: Sequence[BenchRecord], adaptive: str = ADAPTIVE) -> list[OracleRow]:
     """One row per prompt that ran adaptive and at least one fixed choice."""
+    records = _unrouted(records)
     rows: list[OracleRow] = []
     for pid in dict.fromkeys(r.id for r in records):
         mine = [r for r in records if r.id == pid]
@@ -72,7 +76,12 @@ def oracle_rows(records: Sequence[BenchRecord], adaptive: str = ADAPTIVE) -> lis
     return rows
 
 
+def _unrouted(records: Sequence[BenchRecord]) -> list[BenchRecord]:
+    return [r for r in records if ROUTE_MARK not in r.mode]
+
+
 def oracle_summary(records: Sequence[BenchRecord], adaptive: str = ADAPTIVE) -> list[OracleSummary]:
+    records = _unrouted(records)
     rows = oracle_rows(records, adaptive)
     out: list[OracleSummary] = []
     cats = sorted({r.category for r in rows})

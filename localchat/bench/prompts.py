@@ -1,4 +1,10 @@
-"""Benchmark prompts: the built-in set, a JSON Lines file, or prompts typed by the user."""
+"""Benchmark prompts: the built-in set, the held-out set, a JSON Lines file, or prompts typed by the user.
+
+Two sets ship in localchat/data: ``bench_prompts.jsonl``, the built-in set the benchmark runs by
+default, and ``heldout_prompts.jsonl``, 4 prompts per category written to check adaptive speculation
+and never used to tune anything (a policy tuned on the built-in set is judged on these; keep it so:
+never tune against them, and add new prompts rather than edit these). ``--prompts heldout`` names it.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +26,32 @@ class BenchPrompt:
     prompt: str
 
 
+# The prompt sets shipped in localchat/data, by the name ``--prompts`` takes.
+SHIPPED_SETS = {"builtin": ("bench_prompts.jsonl", "built-in prompts"),
+                "heldout": ("heldout_prompts.jsonl", "held-out prompts")}
+
+
 def builtin_prompts() -> list[BenchPrompt]:
-    text = resources.files("localchat.data").joinpath("bench_prompts.jsonl").read_text("utf-8")
-    return parse_prompts(text, "built-in prompts")
+    return shipped_prompts("builtin")
+
+
+def heldout_prompts() -> list[BenchPrompt]:
+    """The held-out set: never used to tune anything (see the module docstring)."""
+    return shipped_prompts("heldout")
+
+
+def shipped_prompts(name: str) -> list[BenchPrompt]:
+    filename, label = SHIPPED_SETS[name]
+    text = resources.files("localchat.data").joinpath(filename).read_text("utf-8")
+    return parse_prompts(text, label)
+
+
+def prompts_from(spec: str | Path) -> list[BenchPrompt]:
+    """A shipped set by name (``builtin``, ``heldout``), else the JSON Lines file at ``spec``
+    (``./heldout`` for a file of that name); BenchError with a sentence when it cannot be read."""
+    if isinstance(spec, str) and spec in SHIPPED_SETS:
+        return shipped_prompts(spec)
+    return load_prompts(Path(spec))
 
 
 def load_prompts(path: Path) -> list[BenchPrompt]:

@@ -15,7 +15,12 @@ The JSON report (schema ``localchat-bench/1``, documented in docs/BENCHMARKS.md)
      "oracle": [{category, adaptive_vs_oracle, beats_every_fixed, best_fixed_mode}]  (runs with
                adaptive and fixed modes only; see bench/oracle.py)
      "oracle_prompts": [{id, category, best_mode, best_tokens_per_s, adaptive_tokens_per_s,
-                         adaptive_vs_oracle}]}
+                         adaptive_vs_oracle}],
+     "routes": [{route: "api", client: "openai", server_tokens_per_s: {mode: x},
+                 first_turn_ttft_ms, follow_up_ttft_ms},
+                {route: "rpc+5ms", delay_ms, round_trip_ms}]  (``localchat bench --through-api`` or
+               ``--link-latency`` only: a mode measured on a route is labelled MODE@ROUTE, and its
+               speedup_vs_off and matches_off are against off@ROUTE; see bench/modes.py)}
 
 The CSV export holds the records, one row each, with the same field names.
 """
@@ -28,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localchat.bench.modes import BenchMode
+from localchat.bench.modes import BenchMode, is_off, off_label
 from localchat.bench.oracle import oracle_rows, oracle_summary
 from localchat.bench.prompts import BenchPrompt
 from localchat.engine.stats import GenerationStats, combine
@@ -47,7 +52,9 @@ class BenchRecord:
     acceptance_length: float
     acceptance_rate: float
     matches_off: bool | None
-    first_mismatch: int | None  # index of the first token that differs from the off run
+    # Index of the first token that differs from the off run; None where the texts match, or where
+    # only the texts are known (a reply through the API) and they differ.
+    first_mismatch: int | None
     stats: GenerationStats
     text: str
     token_ids: tuple[int, ...] = ()
@@ -103,29 +110,30 @@ class BenchReport:
         cats = sorted({r.category for r in self.records})
         modes = list(dict.fromkeys(r.mode for r in self.records))
         for cat in [*cats, "all"]:
-            off_tps: float | None = None
+            rates: dict[str, float] = {}
             start = len(rows)
             for mode in modes:
                 recs = [r for r in self.records if r.mode == mode and (cat == "all" or r.category == cat)]
                 if not recs:
                     continue
                 s = combine([r.stats for r in recs])
-                if mode == "off":
-                    off_tps = s.tokens_per_s
+                rates[mode] = s.tokens_per_s
                 compared = [r for r in recs if r.matches_off is not None]
                 same = f"{sum(1 for r in compared if r.matches_off)}/{len(compared)}" if compared else "-"
                 rows.append(SummaryRow(cat, mode, s.tokens_per_s, None, s.acceptance_length,
                                        s.acceptance_rate, same))
-            # Speed-up against plain decoding of the same category, same run.
-            if off_tps:
-                for i in range(start, len(rows)):
-                    row = rows[i]
+            # Speed-up against plain decoding of the same category and route, same run.
+            for i in range(start, len(rows)):
+                row = rows[i]
+                off_tps = rates.get(off_label(row.mode))
+                if off_tps:
                     rows[i] = SummaryRow(row.category, row.mode, row.tokens_per_s, row.tokens_per_s / off_tps,
                                          row.acceptance_length, row.acceptance_rate, row.matches_off)
         return rows
 
 
 def first_mismatch(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """The index of the first token that differs (None: the same tokens)."""
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
@@ -135,14 +143,14 @@ def first_mismatch(a: Sequence[int], b: Sequence[int]) -> int | None:
 @dataclass(frozen=True)
 class ResultRow:
     record: BenchRecord
-    speedup: float | None  # tokens/s over the same prompt's "off" run
+    speedup: float | None  # tokens/s over the same prompt's "off" run on the same route
 
 
 def result_rows(records: Sequence[BenchRecord]) -> list[ResultRow]:
-    off = {r.id: r.tokens_per_s for r in records if r.mode == "off"}
+    off = {(r.id, r.mode): r.tokens_per_s for r in records if is_off(r.mode)}
     rows = []
     for r in records:
-        base = off.get(r.id)
+        base = off.get((r.id, off_label(r.mode)))
         rows.append(ResultRow(r, r.tokens_per_s / base if base else None))
     return rows
 
@@ -150,7 +158,9 @@ def result_rows(records: Sequence[BenchRecord]) -> list[ResultRow]:
 def same_text(record: BenchRecord) -> str:
     if record.matches_off is None:
         return "—"
-    return "yes" if record.matches_off else f"no (from token {record.first_mismatch})"
+    if record.matches_off:
+        return "yes"
+    return "no" if record.first_mismatch is None else f"no (from token {record.first_mismatch})"
 
 
 def run_meta(

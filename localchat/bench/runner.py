@@ -7,15 +7,21 @@ greedy, so each mode's text can be compared with plain decoding.
 
 The engine is reached through the ``BenchEngine`` Protocol: this module runs in
 the benchmark process or the CLI, which make the engine; nothing here imports it.
+A mode with a route (bench/modes.py) runs on ``routes[mode.route]`` instead, another
+BenchEngine (the local API, the target split over workers behind a slow link),
+interleaved with the others prompt by prompt, and compared with plain decoding on
+its own route. Where a route gives no token ids (the API), "same text" compares the
+texts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from localchat.bench.memory import peak_rss_mb
-from localchat.bench.modes import BenchMode
+from localchat.bench.modes import BenchMode, is_off, off_label
 from localchat.bench.prompts import BenchPrompt
 from localchat.bench.report import BenchRecord, BenchReport, first_mismatch
 from localchat.engine.errors import EngineError
@@ -51,17 +57,32 @@ def run_bench(
     should_cancel: Callable[[], bool] | None = None,
     warmup: bool = True,
     repeat: int = 1,
+    routes: Mapping[str, BenchEngine] | None = None,
 ) -> BenchReport:
     """Run each prompt in each mode, ``repeat`` times over; ``on_record(record, done, total)``
     after each run. Repeating averages out a busy machine: a category's figures pool every run.
-    The report's peak memory is this process's, which holds the models."""
-    report = _run(engine, prompts, modes, max_tokens, on_record, should_cancel, warmup, repeat)
+    A mode with a route runs on ``routes[mode.route]``. The report's peak memory is this
+    process's, which holds the models (a route's own process is not counted)."""
+    missing = sorted({m.route for m in modes if m.route and m.route not in (routes or {})})
+    if missing:
+        raise ValueError(f"no engine for the route(s) {', '.join(missing)}")
+    route_of = {m.name: (routes or {})[m.route] if m.route else engine for m in modes}
+    report = _run(route_of, prompts, modes, max_tokens, on_record, should_cancel, warmup, repeat)
     report.peak_rss_mb = peak_rss_mb()
     return report
 
 
+def _same_as(off: BenchRecord, rec: BenchRecord) -> BenchRecord:
+    """``rec`` with whether its reply is plain decoding's: by token ids where both have them, else by
+    text (``first_mismatch`` then unknown)."""
+    if off.token_ids and rec.token_ids:
+        mm = first_mismatch(off.token_ids, rec.token_ids)
+        return replace(rec, matches_off=mm is None, first_mismatch=mm)
+    return replace(rec, matches_off=off.text == rec.text, first_mismatch=None)
+
+
 def _run(
-    engine: BenchEngine,
+    engine_of: Mapping[str, BenchEngine],
     prompts: Sequence[BenchPrompt],
     modes: Sequence[BenchMode],
     max_tokens: int,
@@ -76,6 +97,7 @@ def _run(
     if warmup and prompts:
         # Page the weights in and settle the caches before anything is timed.
         for mode in modes:
+            engine = engine_of[mode.name]
             engine.reset()
             try:
                 first = GenerationRequest(messages=(ChatMessage("user", prompts[0].prompt),),
@@ -90,12 +112,12 @@ def _run(
     for r, i, bp in rounds:
         shift = (i + r) % len(modes)  # each repetition starts a prompt from another mode
         order = list(modes[shift:]) + list(modes[:shift])
-        off_ids: tuple[int, ...] | None = None
         pending: list[BenchRecord] = []
         failed: str | None = None
         for mode in order:
             if cancel():
                 return report
+            engine = engine_of[mode.name]
             engine.reset()
             # Each prompt is a new conversation: adaptive state does not carry from one to the next.
             req = GenerationRequest(messages=(ChatMessage("user", bp.prompt),), max_tokens=max_tokens,
@@ -112,18 +134,17 @@ def _run(
             rec = BenchRecord(bp.id, bp.category, mode.name, s.generated_tokens, s.generation_seconds,
                               s.tokens_per_s, s.acceptance_length, s.acceptance_rate, None, None, s,
                               res.text, res.token_ids)
-            if mode.name == "off":
-                off_ids = res.token_ids
             pending.append(rec)
         if failed is not None:
             if (bp.id, failed) not in report.skipped:
                 report.skipped.append((bp.id, failed))
             total -= len(modes)
             continue
+        offs = {rec.mode: rec for rec in pending if is_off(rec.mode)}
         for rec in sorted(pending, key=lambda rec: order_of.index(rec.mode)):
-            if off_ids is not None and rec.mode != "off":
-                mm = first_mismatch(off_ids, rec.token_ids)
-                rec = BenchRecord(**{**rec.__dict__, "matches_off": mm is None, "first_mismatch": mm})
+            off = offs.get(off_label(rec.mode))
+            if off is not None and off is not rec:
+                rec = _same_as(off, rec)
             report.records.append(rec)
             done += 1
             if on_record is not None:

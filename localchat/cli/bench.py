@@ -1,8 +1,13 @@
-"""``localchat bench``: speculation measured on real prompts, each mode side by side in one run."""
+"""``localchat bench``: speculation measured on real prompts, each mode side by side in one run.
+
+``--through-api`` and ``--link-latency`` measure the same prompts in a second place as well, in the
+same run (cli/bench_routes.py): through the local API with the OpenAI client, or with the target
+split over workers behind an added link latency."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from dataclasses import replace
@@ -24,7 +29,10 @@ def register(sub: Any) -> None:
             action.default = "4"
             action.help = ("draft length, or a comma-separated sweep (2,4,8): each fixed-length mode runs "
                            "at each length; adaptive starts from the first")
-    p.add_argument("--prompts", type=Path, help='JSON Lines file: {"id":..., "category":..., "prompt":...}')
+    p.add_argument("--prompts", default="builtin", metavar="SET|FILE",
+                   help='the prompts: "builtin" (default), "heldout" (written to check adaptive '
+                        'speculation, never used to tune it), or a JSON Lines file: '
+                        '{"id":..., "category":..., "prompt":...}')
     p.add_argument("--category", action="append", help="only prompts of this category (repeatable)")
     p.add_argument("--limit", type=whole(1), default=None, help="at most this many prompts per category")
     p.add_argument("--modes", default="off,draft,ngram",
@@ -39,6 +47,12 @@ def register(sub: Any) -> None:
     p.add_argument("--show-text", action="store_true", help="print each reply")
     p.add_argument("--fresh", action="store_true",
                    help="as on a first run: ignore the pair's saved speculation profile and do not save one")
+    p.add_argument("--through-api", action="store_true",
+                   help="also run every mode through the local API (127.0.0.1, the OpenAI client, streaming) "
+                        "and set the tokens/s the client sees beside the engine's (MODE@api); needs openai")
+    p.add_argument("--link-latency", default="", metavar="MS[,MS...]",
+                   help="with --rpc: run the target here alone, and split over the workers through a relay "
+                        "that adds MS ms each way (MODE@rpc+MSms), e.g. 0,1,5")
     p.set_defaults(func=run)
 
 
@@ -73,17 +87,30 @@ def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
 
 def run(args: argparse.Namespace) -> int:
     from localchat.bench.oracle import oracle_summary
-    from localchat.bench.prompts import BenchError, builtin_prompts, load_prompts, select
+    from localchat.bench.prompts import BenchError, prompts_from, select
     from localchat.bench.report import report_json, run_meta
     from localchat.bench.runner import run_bench
+    from localchat.cli import bench_routes
     from localchat.engine.engine import Engine
     from localchat.engine.errors import EngineError
+    from localchat.host.supervisor import EngineUnavailable
 
     if args.oracle:
+        if args.through_api or args.link_latency:
+            return fail("--oracle compares fixed lengths on one engine: run it without --through-api "
+                        "and --link-latency")
         args.modes = ",".join(["off", *(f"auto:{n}" for n in range(1, 9)), "adaptive"])
+    if args.through_api and args.link_latency:
+        return fail("choose one of --through-api and --link-latency")
+    if args.through_api and args.rpc:
+        # The API's engine process would need the workers too, and a worker serves one engine at a time.
+        return fail("--through-api loads the models a second time, for the API: run it without --rpc")
+    if args.link_latency and not args.rpc:
+        return fail("--link-latency needs --rpc HOST:PORT: it delays the link to the workers")
     try:
         modes = parse_modes(args.modes, args)
-        prompts = load_prompts(args.prompts) if args.prompts else builtin_prompts()
+        prompts = prompts_from(args.prompts)
+        delays = bench_routes.parse_delays(args.link_latency) if args.link_latency else []
     except (ValueError, BenchError) as exc:
         return fail(str(exc))
     prompts = select(prompts, args.category, args.limit or 0)
@@ -95,12 +122,15 @@ def run(args: argparse.Namespace) -> int:
         # Checked now, not after a run of many minutes.
         return fail(f"the folder {args.json_path.parent} for --json does not exist; create it first")
 
+    width = [10]  # of the mode column: the longest label (MODE@ROUTE), once the routes are known
+
     def show(rec: Any, done: int, total: int) -> None:
-        match = "" if rec.matches_off is None else ("same text" if rec.matches_off
-                                                   else f"differs from token {rec.first_mismatch}")
+        differs = "differs" + (f" from token {rec.first_mismatch}" if rec.first_mismatch is not None else "")
+        match = "" if rec.matches_off is None else ("same text" if rec.matches_off else differs)
         acc = (f"  acc.len {rec.acceptance_length:4.2f}  acc.rate {rec.acceptance_rate:4.2f}"
                if rec.stats.drafted else "")
-        print(f"[{done:3d}/{total}] {rec.category:9s} {rec.id:22s} {rec.mode:10s} {rec.tokens:4d} tok "
+        mode = f"{rec.mode:{width[0]}s}"
+        print(f"[{done:3d}/{total}] {rec.category:9s} {rec.id:22s} {mode} {rec.tokens:4d} tok "
               f"{rec.tokens_per_s:7.2f} tok/s{acc}  {match}", flush=True)
         if args.show_text:
             print("    " + rec.text.replace("\n", "\n    "))
@@ -109,29 +139,48 @@ def run(args: argparse.Namespace) -> int:
         config = replace(engine_config(args), use_profile=not args.fresh)
     except ValueError as exc:
         return fail(str(exc))
+    routes = bench_routes.Routes()
+    # With --link-latency this process's engine holds the whole target; the split one is a route.
+    here = replace(config, rpc_servers=(), tensor_split=()) if delays else config
     try:
-        with Engine(config) as engine:
+        with contextlib.ExitStack() as stack:
+            if args.through_api:
+                routes.api = bench_routes.start_api(stack, config, args.max_tokens)
+                routes.engines[bench_routes.API] = routes.api
+            engine = stack.enter_context(Engine(here))
             info = engine.info
             where = f" ({info.placement})" if info.placement != "local" else ""
             target = model_name(config.target_path)
             print(f"target {target} on {info.backend}{where}, {info.n_threads} threads; "
                   f"drafter: {model_name(info.draft.path) if info.draft else 'none'}"
                   f"{' (' + engine.draft_problem + ')' if engine.draft_problem else ''}", flush=True)
-            report = run_bench(engine, prompts, modes, args.max_tokens, on_record=show, repeat=args.repeat)
+            if delays:
+                links = bench_routes.start_links(stack, config, delays)
+                routes.engines.update(links.engines)
+                routes.round_trips = links.round_trips
+            every = bench_routes.with_routes(modes, list(routes.engines))
+            width[0] = max(10, *(len(m.name) for m in every))
+            report = run_bench(engine, prompts, every, args.max_tokens, on_record=show, repeat=args.repeat,
+                               routes=routes.engines)
+            if routes.api is not None:
+                routes.latency = routes.api.turn_latency(prompts[0].prompt)
             meta = run_meta(target=config.target_path, draft=config.draft_path, max_tokens=args.max_tokens,
-                            draft_tokens=int(str(args.draft_tokens).split(",")[0]), modes=modes,
+                            draft_tokens=int(str(args.draft_tokens).split(",")[0]), modes=every,
                             prompts=prompts, backend=info.backend, threads=info.n_threads)
-    except EngineError as exc:
+            if routes.engines:
+                meta["routes"] = bench_routes.route_facts(modes, routes)
+    except (EngineError, EngineUnavailable) as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
         return 130
 
     print()
-    print(f"{'category':10s} {'mode':10s} {'tok/s':>8s} {'vs off':>7s} {'acc.len':>8s} {'acc.rate':>8s} "
+    w = width[0]
+    print(f"{'category':10s} {'mode':{w}s} {'tok/s':>8s} {'vs off':>7s} {'acc.len':>8s} {'acc.rate':>8s} "
           f"{'same as off':>11s}")
     for row in report.summary():
         sp = f"{row.speedup_vs_off:6.2f}x" if row.speedup_vs_off is not None else "      -"
-        print(f"{row.category:10s} {row.mode:10s} {row.tokens_per_s:8.2f} {sp} {row.acceptance_length:8.2f} "
+        print(f"{row.category:10s} {row.mode:{w}s} {row.tokens_per_s:8.2f} {sp} {row.acceptance_length:8.2f} "
               f"{row.acceptance_rate:8.2f} {row.matches_off:>11s}")
     oracle = oracle_summary(report.records)
     if oracle:
@@ -140,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         for o in oracle:
             beats = "yes" if o.beats_every_fixed else "no"
             print(f"{o.category:10s} {o.ratio:14.3f}x {o.best_fixed_mode:>10s} {beats:>18s}")
+    bench_routes.print_routes(report, modes, routes)
     if report.peak_rss_mb is not None:
         print(f"peak RSS {report.peak_rss_mb:.0f} MiB")
     for prompt_id, why in report.skipped:

@@ -41,3 +41,13 @@ def speculation_for_mode(
     if name not in _FIXED:
         raise ValueError(f"{name!r} is not a speculation mode; use one of {', '.join(MODE_NAMES)}.")
     return SpeculationConfig(drafter=_FIXED[name], draft_tokens=draft_tokens, adaptive=False, p_min=p)
+
+
+def mode_for_speculation(spec: SpeculationConfig) -> str:
+    """The mode name that means ``spec`` (the inverse of ``speculation_for_mode``, its length and
+    ``p_min`` aside): what the benchmark asks the API for, as ``"speculative": {"mode": ...}``."""
+    if not spec.enabled:
+        return "off"
+    if spec.adaptive:
+        return "adaptive"
+    return next(name for name, kind in _FIXED.items() if kind == spec.drafter)

@@ -65,6 +65,7 @@ class ChildProcess:
         self._process: SpawnProcess | None = None
         self._conn: Connection | None = None
         self._exitcode: int | None = None  # kept once the process object is released
+        self._pid: int | None = None  # kept too: a released process object raises on .pid
 
     def spawn(self, *args: Any) -> None:
         if self._process is not None:
@@ -77,7 +78,7 @@ class ChildProcess:
         process.start()
         # Only the child holds its end now, so its death shows up here as EOF.
         child_conn.close()
-        self._process, self._conn = process, parent_conn
+        self._process, self._conn, self._pid = process, parent_conn, process.pid
         log.info("%s process %s started", self.what, process.pid)
 
     @property
@@ -86,7 +87,7 @@ class ChildProcess:
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+        return self._pid
 
     @property
     def exitcode(self) -> int | None:
@@ -156,7 +157,7 @@ class ChildProcess:
             if self.is_alive():
                 self._process.kill()
                 self._process.join(1.0)
-            log.info("%s process %s ended with exit code %s", self.what, self._process.pid, self.exitcode)
+            log.info("%s process %s ended with exit code %s", self.what, self._pid, self.exitcode)
         if self._conn is not None:
             self._conn.close()
             self._conn = None

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -19,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from localchat.engine.rpc_wire import Endpoint, ProbeStatus, first_gone, probe
+from localchat.engine.rpc_wire import Endpoint, first_gone
 from localchat.engine.types import (
     ChatMessage,
     DrafterKind,
@@ -31,6 +29,7 @@ from localchat.engine.types import (
 from localchat.host.child import ChildGone
 from localchat.host.events import Failed, FailureKind, Finished, Loaded, Tokens
 from localchat.host.protocol import Generate, Load
+from tests.engine.rpc_workers import free_port, require_rpc, start_worker
 from tests.host.processes import engine_process
 
 pytestmark = pytest.mark.slow
@@ -40,41 +39,13 @@ OFF = SpeculationConfig(enabled=False)
 DRAFT = SpeculationConfig(drafter=DrafterKind.MODEL, adaptive=False, draft_tokens=4)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_worker() -> tuple[subprocess.Popen[bytes], Endpoint]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "localchat", "worker", "--port", str(port), "--threads", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    ep = Endpoint("127.0.0.1", port)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            pytest.fail(f"the worker exited at start: {err}")
-        if probe(ep, timeout=2).status is ProbeStatus.READY:
-            return proc, ep
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail("the worker did not start listening in time")
-
-
 @pytest.fixture
 def workers() -> Iterator[list[tuple[subprocess.Popen[bytes], Endpoint]]]:
-    from localchat.engine.devices import supports_rpc
-
-    if not supports_rpc():
-        pytest.fail("llama-cpp-python was built without the RPC backend (README: CMAKE_ARGS=-DGGML_RPC=on)")
+    require_rpc()
     started: list[tuple[subprocess.Popen[bytes], Endpoint]] = []
     try:
-        started.append(_start_worker())
-        started.append(_start_worker())
+        started.append(start_worker())
+        started.append(start_worker())
         yield started
     finally:
         for proc, _ in started:
@@ -142,7 +113,7 @@ def _same_answer(split: str, local: str) -> None:
 
 
 def test_unreachable_worker_at_load_is_named(qwen_target_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     config = EngineConfig(str(qwen_target_path), n_ctx=512, rpc_servers=(f"127.0.0.1:{port}",))
     proc = engine_process()
     try:

@@ -42,3 +42,11 @@ def test_a_draft_length_out_of_bounds_is_refused() -> None:
     assert speculation_for_mode("draft", DRAFT_TOKENS_MAX).draft_tokens == DRAFT_TOKENS_MAX
     with pytest.raises(ValueError, match="draft_tokens must be between 1 and 16"):
         speculation_for_mode("draft", DRAFT_TOKENS_MAX + 1)
+
+
+def test_a_speculation_gives_back_its_mode_name() -> None:
+    """What the benchmark asks the API for (bench/api_engine.py) is the name it measured here."""
+    from localchat.engine.speculation_modes import mode_for_speculation
+
+    for name in MODE_NAMES:
+        assert mode_for_speculation(speculation_for_mode(name, 3)) == name

@@ -39,6 +39,7 @@ def test_spawn_by_name_send_receive_and_exit_code() -> None:
         proc.kill()
         proc.close()
     assert proc.exitcode == 7  # still readable once the process object is released
+    assert proc.pid  # so is the pid, which the supervisor logs when a closed engine's job ends
     with pytest.raises(ChildGone, match="echo process is not running"):
         proc.send("again")
 

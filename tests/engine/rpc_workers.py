@@ -1,0 +1,46 @@
+"""Real `localchat worker` processes on 127.0.0.1 for the RPC tests (the engine's and the bench's)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from localchat.engine.rpc_wire import Endpoint, ProbeStatus, probe
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def require_rpc() -> None:
+    """Fail (never skip) where llama-cpp-python was built without the RPC backend."""
+    from localchat.engine.devices import supports_rpc
+
+    if not supports_rpc():
+        pytest.fail("llama-cpp-python was built without the RPC backend (README: CMAKE_ARGS=-DGGML_RPC=on)")
+
+
+def start_worker() -> tuple[subprocess.Popen[bytes], Endpoint]:
+    """A worker with one thread, once it answers HELLO."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localchat", "worker", "--port", str(port), "--threads", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    ep = Endpoint("127.0.0.1", port)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            pytest.fail(f"the worker exited at start: {err}")
+        if probe(ep, timeout=2).status is ProbeStatus.READY:
+            return proc, ep
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("the worker did not start listening in time")
