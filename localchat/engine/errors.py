@@ -33,3 +33,8 @@ class ContextOverflowError(EngineError):
 
 class GenerationError(EngineError):
     """llama.cpp failed while decoding."""
+
+
+class GrammarError(EngineError):
+    """An output constraint (JSON schema, grammar, regex) cannot be used: invalid, unsatisfiable, or
+    too slow to compile. The message is one sentence naming the problem (the HTTP API answers 400)."""
