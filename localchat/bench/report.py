@@ -8,9 +8,10 @@ The JSON report (schema ``localchat-bench/1``, documented in docs/BENCHMARKS.md)
      "peak_rss_mb": MiB of the process that ran the models,
      "records": [{id, category, mode, tokens, seconds, tokens_per_s, speedup_vs_off,
                   acceptance_length, acceptance_rate, acceptance_rate_by_position,
-                  matches_off, first_mismatch}],
+                  matches_off, first_mismatch, forced_tokens, grammar_cut_drafts,
+                  grammar_masked_tokens, grammar_seconds}],
      "summary": [{category, mode, tokens_per_s, speedup_vs_off, acceptance_length,
-                  acceptance_rate, matches_off}],
+                  acceptance_rate, matches_off, forced_share, grammar_share}],
      "skipped": [{id, reason}],
      "oracle": [{category, adaptive_vs_oracle, beats_every_fixed, best_fixed_mode}]  (runs with
                adaptive and fixed modes only; see bench/oracle.py)
@@ -25,7 +26,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from localchat.bench.modes import BenchMode
@@ -65,6 +66,10 @@ class BenchRecord:
             "acceptance_rate_by_position": [round(x, 3) for x in self.stats.acceptance_rate_by_position],
             "matches_off": self.matches_off,
             "first_mismatch": self.first_mismatch,
+            "forced_tokens": self.stats.forced_tokens,
+            "grammar_cut_drafts": self.stats.grammar_cut_drafts,
+            "grammar_masked_tokens": self.stats.grammar_masked_tokens,
+            "grammar_seconds": round(self.stats.grammar_seconds, 4),
         }
 
 
@@ -77,6 +82,8 @@ class SummaryRow:
     acceptance_length: float
     acceptance_rate: float
     matches_off: str  # "5/5"
+    forced_share: float = 0.0  # of the generated tokens, forced by a grammar (prompts with a schema)
+    grammar_share: float = 0.0  # of generation time, grammar work
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -87,6 +94,8 @@ class SummaryRow:
             "acceptance_length": round(self.acceptance_length, 3),
             "acceptance_rate": round(self.acceptance_rate, 3),
             "matches_off": self.matches_off,
+            "forced_share": round(self.forced_share, 4),
+            "grammar_share": round(self.grammar_share, 4),
         }
 
 
@@ -115,13 +124,11 @@ class BenchReport:
                 compared = [r for r in recs if r.matches_off is not None]
                 same = f"{sum(1 for r in compared if r.matches_off)}/{len(compared)}" if compared else "-"
                 rows.append(SummaryRow(cat, mode, s.tokens_per_s, None, s.acceptance_length,
-                                       s.acceptance_rate, same))
+                                       s.acceptance_rate, same, s.forced_share, s.grammar_share))
             # Speed-up against plain decoding of the same category, same run.
             if off_tps:
                 for i in range(start, len(rows)):
-                    row = rows[i]
-                    rows[i] = SummaryRow(row.category, row.mode, row.tokens_per_s, row.tokens_per_s / off_tps,
-                                         row.acceptance_length, row.acceptance_rate, row.matches_off)
+                    rows[i] = replace(rows[i], speedup_vs_off=rows[i].tokens_per_s / off_tps)
         return rows
 
 

@@ -3,7 +3,10 @@
 Speed-ups are ratios measured side by side (the same prompt in each mode, one
 after the other, the mode order rotated from prompt to prompt), so a busy
 machine slows all modes alike. Every run starts from empty caches and is
-greedy, so each mode's text can be compared with plain decoding.
+greedy, so each mode's text can be compared with plain decoding (with the same
+fast-forward setting: forced tokens are tokenised by the grammar, so with and
+without it the tokens, and then the text, may differ). A prompt with a schema
+(the ``json`` category) is answered under it.
 
 The engine is reached through the ``BenchEngine`` Protocol: this module runs in
 the benchmark process or the CLI, which make the engine; nothing here imports it.
@@ -21,9 +24,11 @@ from localchat.bench.report import BenchRecord, BenchReport, first_mismatch
 from localchat.engine.errors import EngineError
 from localchat.engine.types import (
     ChatMessage,
+    ConstraintKind,
     FinishReason,
     GenerationRequest,
     GenerationResult,
+    OutputConstraint,
     SamplingParams,
     TokenEvent,
 )
@@ -40,6 +45,10 @@ class BenchEngine(Protocol):
         on_event: Callable[[TokenEvent], None] | None = None,
         should_cancel: Callable[[], bool] | None = None,
     ) -> GenerationResult: ...
+
+
+def constraint_of(prompt: BenchPrompt) -> OutputConstraint | None:
+    return OutputConstraint(ConstraintKind.JSON_SCHEMA, prompt.schema) if prompt.schema else None
 
 
 def run_bench(
@@ -79,7 +88,8 @@ def _run(
             engine.reset()
             try:
                 first = GenerationRequest(messages=(ChatMessage("user", prompts[0].prompt),),
-                                          max_tokens=8, sampling=greedy, speculation=mode.speculation)
+                                          max_tokens=8, sampling=greedy, speculation=mode.speculation,
+                                          constraint=constraint_of(prompts[0]))
                 engine.generate(first)
             except EngineError:
                 break  # that prompt cannot run; the timed loop below says so and goes on
@@ -90,7 +100,7 @@ def _run(
     for r, i, bp in rounds:
         shift = (i + r) % len(modes)  # each repetition starts a prompt from another mode
         order = list(modes[shift:]) + list(modes[:shift])
-        off_ids: tuple[int, ...] | None = None
+        off_ids: dict[bool, tuple[int, ...]] = {}  # plain decoding's tokens, by fast-forward setting
         pending: list[BenchRecord] = []
         failed: str | None = None
         for mode in order:
@@ -100,7 +110,7 @@ def _run(
             # Each prompt is a new conversation: adaptive state does not carry from one to the next.
             req = GenerationRequest(messages=(ChatMessage("user", bp.prompt),), max_tokens=max_tokens,
                                     sampling=greedy, speculation=mode.speculation,
-                                    session=f"bench:{bp.id}:{mode.name}:{r}")
+                                    session=f"bench:{bp.id}:{mode.name}:{r}", constraint=constraint_of(bp))
             try:
                 res = engine.generate(req, should_cancel=cancel)
             except EngineError as exc:  # one prompt the engine cannot run must not end the whole run
@@ -112,17 +122,20 @@ def _run(
             rec = BenchRecord(bp.id, bp.category, mode.name, s.generated_tokens, s.generation_seconds,
                               s.tokens_per_s, s.acceptance_length, s.acceptance_rate, None, None, s,
                               res.text, res.token_ids)
-            if mode.name == "off":
-                off_ids = res.token_ids
+            if not mode.speculation.enabled:
+                off_ids.setdefault(mode.speculation.fast_forward, res.token_ids)
             pending.append(rec)
         if failed is not None:
             if (bp.id, failed) not in report.skipped:
                 report.skipped.append((bp.id, failed))
             total -= len(modes)
             continue
+        spec_of = {m.name: m.speculation for m in modes}
         for rec in sorted(pending, key=lambda rec: order_of.index(rec.mode)):
-            if off_ids is not None and rec.mode != "off":
-                mm = first_mismatch(off_ids, rec.token_ids)
+            spec = spec_of[rec.mode]
+            plain = off_ids.get(spec.fast_forward) if spec.enabled else None
+            if plain is not None:
+                mm = first_mismatch(plain, rec.token_ids)
                 rec = BenchRecord(**{**rec.__dict__, "matches_off": mm is None, "first_mismatch": mm})
             report.records.append(rec)
             done += 1

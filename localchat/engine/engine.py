@@ -327,8 +327,9 @@ class Engine:
     def _constrained(self, constraint: OutputConstraint | None) -> tuple[ConstrainedReply | None, float]:
         if constraint is None:
             return None, 0.0
-        compiled = self.grammars.compile(constraint)
-        reply = ConstrainedReply(compiled.matcher(), self.target_model.n_vocab, self.grammars.tokenizer.eos_tokens)
+        grammars = self.grammars
+        compiled = grammars.compile(constraint)
+        reply = ConstrainedReply(compiled.matcher(), self.target_model.n_vocab, grammars.tokenizer.eos_tokens)
         return reply, compiled.compile_seconds
 
     # -- generation -------------------------------------------------------------------

@@ -39,6 +39,7 @@ import logging
 import re
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -137,7 +138,10 @@ def json_schema_grammar(text: str, strict: bool) -> str:
                                     "it must be a JSON object (or true or false)"))
     if strict:
         schema = closed_objects(schema)
-    options: JsonCompileOptions = {"whitespace_pattern": JSON_WHITESPACE, "lenient": not strict}
+    options: JsonCompileOptions = {"lenient": not strict}
+    own = schema.get("x-guidance") if isinstance(schema, dict) else None
+    if not (isinstance(own, dict) and {"whitespace_flexible", "whitespace_pattern"} & set(own)):
+        options["whitespace_pattern"] = JSON_WHITESPACE  # unless the schema says how (llguidance's key)
     try:
         return str(llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), defaults=options))
     except ValueError as exc:
@@ -227,7 +231,7 @@ class GrammarCompiler:
         was trained to write."""
         ids = self.model.tokenize(text, add_special=False, parse_special=True)
         if len(ids) == 1 and self.tokenizer.is_special_token(ids[0]):
-            return f"<{text}>" if text.startswith("<") and text.endswith(">") else f"<[{ids[0]}]>"
+            return text if text.startswith("<") and text.endswith(">") else f"<[{ids[0]}]>"
         return json.dumps(text)
 
     def grammar_text(self, c: OutputConstraint) -> str:
@@ -292,4 +296,8 @@ def build_tokenizer(model: Model) -> llguidance.LLTokenizer:
     from llguidance.llamacpp import lltokenizer_from_vocab
 
     eog = [t for t in range(model.n_vocab) if model.is_eog(t)] or [model.eos()]
-    return lltokenizer_from_vocab(model.vocab, n_vocab=model.n_vocab, eos_token=eog)
+    with warnings.catch_warnings():
+        # The bridge asks each token's attributes through a name llama-cpp-python marks deprecated:
+        # one warning per token, 150k of them, would be most of the build's time.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return lltokenizer_from_vocab(model.vocab, n_vocab=model.n_vocab, eos_token=eog)

@@ -167,6 +167,8 @@ class DecodeLoop:
                     accepted += 1
                     if g is not None:
                         g.consume(d[i : i + 1])
+                        if g.done:  # the grammar is complete: the reply ends here
+                            break
                     continue
                 final = tok
                 break
@@ -187,16 +189,19 @@ class DecodeLoop:
                 accepted += 1
                 if g is not None:
                     g.consume(d[i : i + 1])
+                    if g.done:
+                        break
                 continue
             final = tok
             break
-        if g is not None:
+        if g is not None and final >= 0:
             g.consume([final])
         # Keep [last] + forced + the accepted drafts; the rest leaves the cache now.
         self.target.truncate(base + 1 + len(forced) + accepted)
         if self.trace is not None:
             self.trace([([committed[-1], *forced])[-1], *d], choices, accepted)
-        return [*forced, *d[:accepted], final], accepted
+        own = [final] if final >= 0 else []  # none when the grammar ended with an accepted draft token
+        return [*forced, *d[:accepted], *own], accepted
 
     # -- the loop --------------------------------------------------------------------
     def run(self, prompt: list[int]) -> Iterator[Step]:

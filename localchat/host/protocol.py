@@ -15,7 +15,8 @@ Replies (engine process -> app)::
     Tokens(request_id, event)      streamed text; events are merged so that at most about
                                    30 Tokens messages a second cross the pipe
     Finished(request_id, result)   the reply is done (also after Cancel: finish_reason CANCELLED)
-    Failed(request_id, message)    the reply could not be produced (context overflow, no model...)
+    Failed(request_id, message, kind)  the reply could not be produced (context overflow, no model,
+                                   a constraint that cannot be used: kind "GrammarError"...)
     Unloaded()                     after Unload
 
 Everything here is picklable plain data (the engine's types are too), so
@@ -95,6 +96,9 @@ class Finished:
 class Failed:
     request_id: int
     message: str
+    # The engine error's class: "GrammarError" when the request's output constraint cannot be used
+    # (a client's mistake: the local API answers 400), "" for other failures.
+    kind: str = ""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from localchat.engine.errors import EngineError
+from localchat.engine.errors import EngineError, GrammarError
 from localchat.engine.types import (
     EngineConfig,
     EngineInfo,
@@ -190,7 +190,7 @@ class EngineHost:
         except EngineError as exc:
             batcher.flush()
             log.warning("generation %d failed: %s", rid, exc)
-            self._send(Failed(rid, str(exc)))
+            self._send(Failed(rid, str(exc), type(exc).__name__ if isinstance(exc, GrammarError) else ""))
         except Exception as exc:
             batcher.flush()
             log.exception("generation %d failed unexpectedly", rid)

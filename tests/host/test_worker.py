@@ -7,7 +7,7 @@ import multiprocessing
 import threading
 from multiprocessing.connection import Connection
 
-from localchat.engine.types import EngineConfig, GenerationRequest
+from localchat.engine.types import ConstraintKind, EngineConfig, GenerationRequest, OutputConstraint
 from localchat.host.protocol import (
     Cancel,
     Failed,
@@ -61,6 +61,12 @@ def test_load_generate_unload_in_order_and_errors_as_sentences() -> None:
     conn.send(Generate(3, GenerationRequest(prompt="boom", max_tokens=5)))
     boom = _until(conn, Failed)[-1]
     assert isinstance(boom, Failed) and boom.request_id == 3 and "RuntimeError: boom" in boom.message
+    assert boom.kind == ""
+    bad = OutputConstraint(ConstraintKind.JSON_SCHEMA, '{"type": "strng"}')
+    conn.send(Generate(4, GenerationRequest(prompt="bad schema", max_tokens=5, constraint=bad)))
+    refused = _until(conn, Failed)[-1]
+    assert isinstance(refused, Failed) and refused.kind == "GrammarError"  # the API answers 400
+    assert refused.message == "The JSON schema cannot be used: Invalid type: strng."
     conn.send(Unload())
     assert isinstance(_until(conn, Unloaded)[-1], Unloaded)
     conn.send(Shutdown())
