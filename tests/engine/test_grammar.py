@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from localchat.bench.prompts import builtin_prompts
 from localchat.engine.backend import Model
 from localchat.engine.constrained import ConstrainedReply
 from localchat.engine.errors import GrammarError
@@ -169,6 +170,13 @@ def test_json_object_lark_gbnf_and_regex(compiler: GrammarCompiler) -> None:
     regex = OutputConstraint(ConstraintKind.REGEX, r"\d{3}-\d{4}")
     assert accepts(compiler, regex, "555-1234")
     assert not accepts(compiler, regex, "555-12345")
+
+
+def test_the_built_in_json_prompts_schemas_compile(compiler: GrammarCompiler) -> None:
+    json_prompts = [p for p in builtin_prompts() if p.category == "json"]
+    assert len(json_prompts) >= 4 and all(p.schema for p in json_prompts)
+    for p in json_prompts:
+        compiler.compile(schema(json.loads(p.schema)))
 
 
 def test_compiled_grammars_are_cached_by_kind_text_and_strictness(compiler: GrammarCompiler) -> None:
