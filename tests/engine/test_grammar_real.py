@@ -176,15 +176,15 @@ def test_greedy_text_under_a_grammar_is_the_same_with_and_without_speculation(
 
 
 def test_seeded_sampling_under_a_grammar_gives_valid_output(engine: Engine) -> None:
-    prompt, schema = bench_json("json-forecast")
+    prompt, schema = bench_json("json-api-error")
     c = schema_constraint(schema)
     texts = set()
-    for seed in (1, 2, 3):
+    for seed in (1, 2):
         sampling = SamplingParams(temperature=0.9, seed=seed)
-        r = ask(engine, prompt, c, DRAFT, max_tokens=200, sampling=sampling)
+        r = ask(engine, prompt, c, DRAFT, max_tokens=128, sampling=sampling)
         assert r.finish_reason is FinishReason.STOP, r.text
         jsonschema.validate(json.loads(r.text), schema)
-        again = ask(engine, prompt, c, DRAFT, max_tokens=200, sampling=sampling) if seed == 1 else r
+        again = ask(engine, prompt, c, DRAFT, max_tokens=128, sampling=sampling) if seed == 1 else r
         assert again.text == r.text
         texts.add(r.text)
     assert len(texts) > 1
