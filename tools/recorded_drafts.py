@@ -70,10 +70,13 @@ def add_arguments(ap: argparse.ArgumentParser, max_tokens: int) -> None:
 
 
 def chosen_prompts(args: argparse.Namespace) -> list[BenchPrompt]:
-    """The built-in bench prompts, and those of ``--prompts`` (a set's name or a file)."""
+    """The built-in bench prompts, and those of ``--prompts`` (a set's name or a file); not those answered
+    under a schema (the ``json`` category), whose drafts only make sense under their grammar, which
+    recording does not apply."""
     from localchat.bench.prompts import builtin_prompts, prompts_from
 
-    return list(builtin_prompts()) + (list(prompts_from(args.prompts)) if args.prompts else [])
+    prompts = list(builtin_prompts()) + (list(prompts_from(args.prompts)) if args.prompts else [])
+    return [p for p in prompts if not p.schema]
 
 
 @contextlib.contextmanager

@@ -10,11 +10,16 @@ is the bench's own engine; ``api`` the local API through the OpenAI client (``--
 A routed mode's label carries its route after ``@`` (``adaptive@api``), and its speed-up and "same
 text" are against plain decoding on the same route (``off@api``), so each route's figures are read
 as a run of their own, side by side with the others in one run.
+
+A mode name may end in "+ff" or "-ff" (before any route): grammar-forced tokens fast-forwarded or not
+(``SpeculationConfig.fast_forward``; prompts with a schema). Forced tokens are tokenised by the
+grammar, so such a mode's text is compared with plain decoding at the same setting (``off+ff``)
+where the run has one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from localchat.engine.speculation_modes import speculation_for_mode
 from localchat.engine.types import SpeculationConfig
@@ -22,6 +27,8 @@ from localchat.settings.options import DRAFT_TOKENS_DEFAULT
 
 ROUTE_MARK = "@"
 OFF = "off"
+# A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
+FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}
 
 
 @dataclass(frozen=True)
@@ -34,8 +41,12 @@ class BenchMode:
 def bench_mode(
     name: str, draft_tokens: int = DRAFT_TOKENS_DEFAULT, p_min: float | None = None, label: str | None = None
 ) -> BenchMode:
-    """The mode ``name`` (one of ``speculation_modes.MODE_NAMES``) shown as ``label`` (default: the name);
-    ValueError with a sentence for an unknown name."""
+    """The mode ``name`` (one of ``speculation_modes.MODE_NAMES``, maybe with a fast-forward suffix)
+    shown as ``label`` (default: the name); ValueError with a sentence for an unknown name."""
+    for suffix, on in FAST_FORWARD_SUFFIXES.items():
+        if name.endswith(suffix):
+            mode = bench_mode(name[: -len(suffix)], draft_tokens, p_min, label or name)
+            return replace(mode, speculation=replace(mode.speculation, fast_forward=on))
     return BenchMode(label or name, speculation_for_mode(name, draft_tokens, p_min))
 
 
@@ -44,11 +55,18 @@ def routed(mode: BenchMode, route: str) -> BenchMode:
     return BenchMode(f"{mode.name}{ROUTE_MARK}{route}", mode.speculation, route)
 
 
-def off_label(label: str) -> str:
-    """The label of the plain-decoding run that ``label`` is compared with: ``off`` on the same route."""
-    _, mark, route = label.partition(ROUTE_MARK)
-    return f"{OFF}{mark}{route}"
+def _suffix(name: str) -> str:
+    return next((s for s in FAST_FORWARD_SUFFIXES if name.endswith(s)), "")
+
+
+def off_labels(label: str) -> tuple[str, ...]:
+    """The labels of the plain-decoding runs ``label`` may be compared with, best first: ``off`` on the
+    same route with the same fast-forward suffix, then plain ``off`` on the same route."""
+    name, mark, route = label.partition(ROUTE_MARK)
+    same = f"{OFF}{_suffix(name)}{mark}{route}"
+    plain = f"{OFF}{mark}{route}"
+    return (same,) if same == plain else (same, plain)
 
 
 def is_off(label: str) -> bool:
-    return off_label(label) == label
+    return off_labels(label)[0] == label

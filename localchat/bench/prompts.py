@@ -24,6 +24,7 @@ class BenchPrompt:
     id: str
     category: str
     prompt: str
+    schema: str = ""  # JSON text of a JSON Schema the reply must match ("": none)
 
 
 # The prompt sets shipped in localchat/data, by the name ``--prompts`` takes.
@@ -80,7 +81,11 @@ def parse_prompts(text: str, source: str) -> list[BenchPrompt]:
         if pid in seen:
             raise BenchError(f'{source}, line {n}: the id "{pid}" is used twice.')
         seen.add(pid)
-        out.append(BenchPrompt(pid, str(obj.get("category", "default")), obj["prompt"]))
+        schema = obj.get("schema")
+        if schema is not None and not isinstance(schema, dict):
+            raise BenchError(f'{source}, line {n}: "schema" must be a JSON object (a JSON Schema).')
+        out.append(BenchPrompt(pid, str(obj.get("category", "default")), obj["prompt"],
+                               json.dumps(schema) if schema is not None else ""))
     if not out:
         raise BenchError(f"{source} holds no prompts.")
     return out

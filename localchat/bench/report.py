@@ -8,9 +8,10 @@ The JSON report (schema ``localchat-bench/1``, documented in docs/BENCHMARKS.md)
      "peak_rss_mb": MiB of the process that ran the models,
      "records": [{id, category, mode, tokens, seconds, tokens_per_s, speedup_vs_off,
                   acceptance_length, acceptance_rate, acceptance_rate_by_position,
-                  matches_off, first_mismatch}],
+                  matches_off, first_mismatch, forced_tokens, grammar_cut_drafts,
+                  grammar_masked_tokens, grammar_seconds}],
      "summary": [{category, mode, tokens_per_s, speedup_vs_off, acceptance_length,
-                  acceptance_rate, matches_off}],
+                  acceptance_rate, matches_off, forced_share, grammar_share}],
      "skipped": [{id, reason}],
      "oracle": [{category, adaptive_vs_oracle, beats_every_fixed, best_fixed_mode}]  (runs with
                adaptive and fixed modes only; see bench/oracle.py)
@@ -30,10 +31,10 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from localchat.bench.modes import BenchMode, is_off, off_label
+from localchat.bench.modes import BenchMode, is_off, off_labels
 from localchat.bench.oracle import oracle_rows, oracle_summary
 from localchat.bench.prompts import BenchPrompt
 from localchat.engine.stats import GenerationStats, combine
@@ -72,6 +73,10 @@ class BenchRecord:
             "acceptance_rate_by_position": [round(x, 3) for x in self.stats.acceptance_rate_by_position],
             "matches_off": self.matches_off,
             "first_mismatch": self.first_mismatch,
+            "forced_tokens": self.stats.forced_tokens,
+            "grammar_cut_drafts": self.stats.grammar_cut_drafts,
+            "grammar_masked_tokens": self.stats.grammar_masked_tokens,
+            "grammar_seconds": round(self.stats.grammar_seconds, 4),
         }
 
 
@@ -84,6 +89,8 @@ class SummaryRow:
     acceptance_length: float
     acceptance_rate: float
     matches_off: str  # "5/5"
+    forced_share: float = 0.0  # of the generated tokens, forced by a grammar (prompts with a schema)
+    grammar_share: float = 0.0  # of generation time, grammar work
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -94,6 +101,8 @@ class SummaryRow:
             "acceptance_length": round(self.acceptance_length, 3),
             "acceptance_rate": round(self.acceptance_rate, 3),
             "matches_off": self.matches_off,
+            "forced_share": round(self.forced_share, 4),
+            "grammar_share": round(self.grammar_share, 4),
         }
 
 
@@ -121,14 +130,12 @@ class BenchReport:
                 compared = [r for r in recs if r.matches_off is not None]
                 same = f"{sum(1 for r in compared if r.matches_off)}/{len(compared)}" if compared else "-"
                 rows.append(SummaryRow(cat, mode, s.tokens_per_s, None, s.acceptance_length,
-                                       s.acceptance_rate, same))
-            # Speed-up against plain decoding of the same category and route, same run.
+                                       s.acceptance_rate, same, s.forced_share, s.grammar_share))
+            # Speed-up against plain decoding of the same category, route and fast-forward, same run.
             for i in range(start, len(rows)):
-                row = rows[i]
-                off_tps = rates.get(off_label(row.mode))
+                off_tps = next((rates[o] for o in off_labels(rows[i].mode) if o in rates), None)
                 if off_tps:
-                    rows[i] = SummaryRow(row.category, row.mode, row.tokens_per_s, row.tokens_per_s / off_tps,
-                                         row.acceptance_length, row.acceptance_rate, row.matches_off)
+                    rows[i] = replace(rows[i], speedup_vs_off=rows[i].tokens_per_s / off_tps)
         return rows
 
 
@@ -150,7 +157,7 @@ def result_rows(records: Sequence[BenchRecord]) -> list[ResultRow]:
     off = {(r.id, r.mode): r.tokens_per_s for r in records if is_off(r.mode)}
     rows = []
     for r in records:
-        base = off.get((r.id, off_label(r.mode)))
+        base = next((off[(r.id, o)] for o in off_labels(r.mode) if (r.id, o) in off), None)
         rows.append(ResultRow(r, r.tokens_per_s / base if base else None))
     return rows
 

@@ -3,7 +3,10 @@
 Speed-ups are ratios measured side by side (the same prompt in each mode, one
 after the other, the mode order rotated from prompt to prompt), so a busy
 machine slows all modes alike. Every run starts from empty caches and is
-greedy, so each mode's text can be compared with plain decoding.
+greedy, so each mode's text can be compared with plain decoding (with the same
+fast-forward setting: forced tokens are tokenised by the grammar, so with and
+without it the tokens, and then the text, may differ). A prompt with a schema
+(the ``json`` category) is answered under it.
 
 The engine is reached through the ``BenchEngine`` Protocol: this module runs in
 the benchmark process or the CLI, which make the engine; nothing here imports it.
@@ -21,15 +24,17 @@ from dataclasses import replace
 from typing import Protocol
 
 from localchat.bench.memory import peak_rss_mb
-from localchat.bench.modes import BenchMode, is_off, off_label
+from localchat.bench.modes import BenchMode, is_off, off_labels
 from localchat.bench.prompts import BenchPrompt
 from localchat.bench.report import BenchRecord, BenchReport, first_mismatch
 from localchat.engine.errors import EngineError
 from localchat.engine.types import (
     ChatMessage,
+    ConstraintKind,
     FinishReason,
     GenerationRequest,
     GenerationResult,
+    OutputConstraint,
     SamplingParams,
     TokenEvent,
 )
@@ -46,6 +51,10 @@ class BenchEngine(Protocol):
         on_event: Callable[[TokenEvent], None] | None = None,
         should_cancel: Callable[[], bool] | None = None,
     ) -> GenerationResult: ...
+
+
+def constraint_of(prompt: BenchPrompt) -> OutputConstraint | None:
+    return OutputConstraint(ConstraintKind.JSON_SCHEMA, prompt.schema) if prompt.schema else None
 
 
 def run_bench(
@@ -101,7 +110,8 @@ def _run(
             engine.reset()
             try:
                 first = GenerationRequest(messages=(ChatMessage("user", prompts[0].prompt),),
-                                          max_tokens=8, sampling=greedy, speculation=mode.speculation)
+                                          max_tokens=8, sampling=greedy, speculation=mode.speculation,
+                                          constraint=constraint_of(prompts[0]))
                 engine.generate(first)
             except EngineError:
                 break  # that prompt cannot run; the timed loop below says so and goes on
@@ -122,7 +132,7 @@ def _run(
             # Each prompt is a new conversation: adaptive state does not carry from one to the next.
             req = GenerationRequest(messages=(ChatMessage("user", bp.prompt),), max_tokens=max_tokens,
                                     sampling=greedy, speculation=mode.speculation,
-                                    session=f"bench:{bp.id}:{mode.name}:{r}")
+                                    session=f"bench:{bp.id}:{mode.name}:{r}", constraint=constraint_of(bp))
             try:
                 res = engine.generate(req, should_cancel=cancel)
             except EngineError as exc:  # one prompt the engine cannot run must not end the whole run
@@ -141,8 +151,12 @@ def _run(
             total -= len(modes)
             continue
         offs = {rec.mode: rec for rec in pending if is_off(rec.mode)}
+        spec_of = {m.name: m.speculation for m in modes}
         for rec in sorted(pending, key=lambda rec: order_of.index(rec.mode)):
-            off = offs.get(off_label(rec.mode))
+            # Plain decoding on the same route, at the same fast-forward setting (forced tokens are the
+            # grammar's tokenisation, so the tokens may differ with it and without).
+            off = next((offs[o] for o in off_labels(rec.mode) if o in offs
+                        and spec_of[o].fast_forward == spec_of[rec.mode].fast_forward), None)
             if off is not None and off is not rec:
                 rec = _same_as(off, rec)
             report.records.append(rec)

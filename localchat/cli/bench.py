@@ -37,7 +37,9 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=whole(1), default=None, help="at most this many prompts per category")
     p.add_argument("--modes", default="off,draft,ngram",
                    help=f"comma-separated: {', '.join(MODE_NAMES)}; NAME:N fixes the draft "
-                        "length (draft:8), e.g. off,draft:2,draft:4,draft:8,adaptive")
+                        "length (draft:8), e.g. off,draft:2,draft:4,draft:8,adaptive; NAME+ff / NAME-ff: "
+                        "grammar-forced tokens fast-forwarded or not (prompts with a schema, e.g. "
+                        "--category json --modes off,off-ff,adaptive,adaptive-ff)")
     p.add_argument("--repeat", type=int, default=1,
                    help="run every prompt in every mode this many times (averages out a busy machine)")
     p.add_argument("--oracle", action="store_true",
@@ -75,8 +77,9 @@ def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
     modes = []
     for item in [m.strip() for m in spec.split(",") if m.strip()]:
         name, _, n = item.partition(":")
+        base = name.removesuffix("+ff").removesuffix("-ff")
         fixed = [_whole_number(n, f"the draft length in {item!r}")] if n else []
-        sweep = fixed or ([lengths[0]] if name in ("off", "adaptive") else lengths)
+        sweep = fixed or ([lengths[0]] if base in ("off", "adaptive") else lengths)
         for length in sweep:
             label = item if n or len(sweep) == 1 else f"{name}:{length}"
             modes.append(bench_mode(name, length, args.p_min, label))
@@ -129,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
         match = "" if rec.matches_off is None else ("same text" if rec.matches_off else differs)
         acc = (f"  acc.len {rec.acceptance_length:4.2f}  acc.rate {rec.acceptance_rate:4.2f}"
                if rec.stats.drafted else "")
+        if rec.stats.grammar_seconds:
+            acc += f"  forced {rec.stats.forced_tokens}  grammar {rec.stats.grammar_share * 100:.1f}%"
         mode = f"{rec.mode:{width[0]}s}"
         print(f"[{done:3d}/{total}] {rec.category:9s} {rec.id:22s} {mode} {rec.tokens:4d} tok "
               f"{rec.tokens_per_s:7.2f} tok/s{acc}  {match}", flush=True)
@@ -176,12 +181,15 @@ def run(args: argparse.Namespace) -> int:
 
     print()
     w = width[0]
+    grammar = any(r.stats.grammar_seconds > 0 for r in report.records)
+    extra = f" {'forced':>7s} {'grammar':>8s}" if grammar else ""
     print(f"{'category':10s} {'mode':{w}s} {'tok/s':>8s} {'vs off':>7s} {'acc.len':>8s} {'acc.rate':>8s} "
-          f"{'same as off':>11s}")
+          f"{'same as off':>11s}{extra}")
     for row in report.summary():
         sp = f"{row.speedup_vs_off:6.2f}x" if row.speedup_vs_off is not None else "      -"
+        shares = f" {row.forced_share * 100:6.1f}% {row.grammar_share * 100:7.2f}%" if grammar else ""
         print(f"{row.category:10s} {row.mode:{w}s} {row.tokens_per_s:8.2f} {sp} {row.acceptance_length:8.2f} "
-              f"{row.acceptance_rate:8.2f} {row.matches_off:>11s}")
+              f"{row.acceptance_rate:8.2f} {row.matches_off:>11s}{shares}")
     oracle = oracle_summary(report.records)
     if oracle:
         print()

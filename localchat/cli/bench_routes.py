@@ -23,7 +23,7 @@ from typing import Any
 
 from localchat.bench.api_engine import ApiBenchEngine, TurnLatency
 from localchat.bench.link_delay import DelayedEngine, DelayRelay, round_trip_ms
-from localchat.bench.modes import ROUTE_MARK, BenchMode, is_off, off_label
+from localchat.bench.modes import ROUTE_MARK, BenchMode, is_off, off_labels
 from localchat.bench.report import BenchReport, SummaryRow
 from localchat.bench.runner import BenchEngine
 from localchat.engine.rpc_wire import parse_endpoint
@@ -159,7 +159,7 @@ def _print_links(rows: dict[str, SummaryRow], modes: Sequence[BenchMode], routes
     print()
     for route in routes.round_trips:
         suffix = f"{ROUTE_MARK}{route}"
-        off = rows.get(off_label(f"off{suffix}"))
+        off = rows.get(off_labels(f"off{suffix}")[0])
         if off is None:
             continue
         extra_s = 1 / off.tokens_per_s - 1 / local_off.tokens_per_s  # link seconds added per target pass

@@ -31,10 +31,12 @@ from localchat.engine.chat_format import (
     model_tool_support,
 )
 from localchat.engine.compat import check_compatible
+from localchat.engine.constrained import ConstrainedReply
 from localchat.engine.costs import CostModel
 from localchat.engine.devices import add_worker, has_local_accelerator, local_accelerators
 from localchat.engine.draft_sources import CombinedDrafter, DraftSource, ModelDrafter, NgramDrafter
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
+from localchat.engine.grammar import GrammarCompiler
 from localchat.engine.placement import Placement, split_target
 from localchat.engine.profile import PairProfile, profile_for
 from localchat.engine.rpc_wire import WorkerAddressError, parse_endpoint
@@ -54,6 +56,7 @@ from localchat.engine.types import (
     GenerationResult,
     MeasuredCosts,
     ModelInfo,
+    OutputConstraint,
     SpeculationConfig,
     SpeculationState,
     TokenEvent,
@@ -146,6 +149,7 @@ class Engine:
         self._policies: dict[tuple[str, str], AdaptivePolicy] = {}  # (session, drafter) -> policy
         self.cost = CostModel()  # timings of this hardware, shared by every conversation
         self.trace_hook: Callable[[list[int], list[int], int], None] | None = None  # see DecodeLoop.trace
+        self._grammars: GrammarCompiler | None = None  # built on the first constrained reply
         if config.draft_path:
             self._load_drafter(Path(config.draft_path), n_ctx, threads)
         self.states = self._state_cache(config)
@@ -327,6 +331,27 @@ class Engine:
             policy.resume()
         return policy
 
+    # -- output constraints ----------------------------------------------------------------
+    @property
+    def grammars(self) -> GrammarCompiler:
+        """The target's grammar compiler (its llguidance tokenizer is built on first use, about 1 s)."""
+        if self._grammars is None:
+            self._grammars = GrammarCompiler(self.target_model)
+        return self._grammars
+
+    def check_constraint(self, constraint: OutputConstraint) -> None:
+        """Compile ``constraint`` now (kept for the reply that uses it); GrammarError when it cannot
+        be used, so a server can refuse the request before it queues."""
+        self.grammars.compile(constraint)
+
+    def _constrained(self, constraint: OutputConstraint | None) -> tuple[ConstrainedReply | None, float]:
+        if constraint is None:
+            return None, 0.0
+        grammars = self.grammars
+        compiled = grammars.compile(constraint)
+        reply = ConstrainedReply(compiled.matcher(), self.target_model.n_vocab, grammars.tokenizer.eos_tokens)
+        return reply, compiled.compile_seconds
+
     # -- generation -------------------------------------------------------------------
     def prompt_tokens(
         self, request: GenerationRequest, should_cancel: Callable[[], bool] | None = None
@@ -377,6 +402,7 @@ class Engine:
         """
         cancel = should_cancel or _never
         plan = plan_reply(request, self.tool_support)
+        grammar, compile_s = self._constrained(request.constraint)  # GrammarError before any work
         try:
             fitted = self._fit(request, plan, cancel)
         except FitCancelled:
@@ -387,8 +413,9 @@ class Engine:
         drafter, spec_state = self._choose_drafter(request.speculation)
         policy = self._policy(request, drafter)
         self._restore_states(tokens, drafter)
-        rec = StatsRecorder()
-        loop = DecodeLoop(self.target, drafter, policy, request.sampling, rec, cancel, request.max_tokens)
+        rec = StatsRecorder(grammar_compile_seconds=compile_s)
+        loop = DecodeLoop(self.target, drafter, policy, request.sampling, rec, cancel, request.max_tokens,
+                          grammar, request.speculation.fast_forward)
         loop.trace = self.trace_hook
         if on_event is not None:
             read_start = time.perf_counter()
@@ -441,7 +468,7 @@ class Engine:
             for i, tok in enumerate(step.tokens):
                 piece = decoder.decode(self.target_model.piece(tok, special=tok in shown))
                 text += piece
-                drafted.extend([i < step.accepted_draft] * len(piece))
+                drafted.extend([step.forced <= i < step.forced + step.accepted_draft] * len(piece))
             if stops:
                 cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
                 if cut >= 0:

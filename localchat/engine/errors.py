@@ -59,3 +59,8 @@ class ToolSchemaError(ToolRequestError):
 
 class ToolChoiceError(ToolRequestError):
     """tool_choice asks for a call the request's tools cannot give."""
+
+
+class GrammarError(InvalidRequestError):
+    """An output constraint (JSON schema, grammar, regex) cannot be used: invalid, unsatisfiable, or
+    too slow to compile. The message is one sentence naming the problem (the HTTP API answers 400)."""

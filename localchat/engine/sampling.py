@@ -20,6 +20,7 @@ from localchat.engine.types import SamplingParams
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,11 @@ def greedy_token(logits: npt.NDArray[np.float32], history: Sequence[int], params
     return int(np.argmax(apply_repeat_penalty(logits, history, params)))
 
 
+def restrict(logits: npt.NDArray[np.float32], allowed: BoolArray) -> npt.NDArray[np.float32]:
+    """A copy of ``logits`` with every token ``allowed`` does not hold at -inf (a grammar's mask)."""
+    return np.where(allowed, logits, np.float32(-np.inf))
+
+
 def top_probability(logits: npt.NDArray[np.float32]) -> float:
     """Softmax probability of the argmax token (the drafter's confidence)."""
     m = float(logits.max())
@@ -69,7 +75,12 @@ def top_probability(logits: npt.NDArray[np.float32]) -> float:
 def distribution(
     logits: npt.NDArray[np.float32], history: Sequence[int], params: SamplingParams
 ) -> Dist:
-    """The sampling distribution for these logits under ``params`` (temperature > 0)."""
+    """The sampling distribution for these logits under ``params`` (temperature > 0).
+
+    Logits a grammar set to -inf (``restrict``) are no candidates: restricted before top-k, top-p
+    and min-p, the distribution is the target's over what the grammar allows, renormalised, and a
+    grammar never leaves the sampler without a candidate.
+    """
     x = apply_repeat_penalty(logits, history, params)
     n = x.shape[0]
     k = params.top_k if 0 < params.top_k < n else n
@@ -86,6 +97,9 @@ def distribution(
     if params.min_p > 0.0:
         keep = min(keep, max(1, int(np.count_nonzero(probs >= params.min_p * probs[0]))))
     ids, cand = ids[:keep], cand[:keep]
+    if not np.isfinite(cand[-1]):  # tokens a grammar forbids (-inf, sorted last) are no candidates
+        finite = np.isfinite(cand)
+        ids, cand = ids[finite], cand[finite]
     scaled = (cand - cand[0]) / max(params.temperature, 1e-6)
     p = np.exp(scaled)
     p /= p.sum()

@@ -8,7 +8,9 @@ number means the same thing everywhere:
 - acceptance length: tokens emitted per target verification pass
   (1 + accepted draft tokens / passes; 1.0 means speculation did nothing);
 - acceptance rate: accepted draft tokens / drafted tokens, also per draft position;
-- draft share: the part of generation time spent drafting.
+- draft share: the part of generation time spent drafting;
+- grammar share: the part of generation time spent on an output constraint's work (masks, checks,
+  forced tokens), the per-token cost of a grammar.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ class GenerationStats:
     accepted: int = 0  # draft tokens accepted
     drafted_per_position: tuple[int, ...] = ()
     accepted_per_position: tuple[int, ...] = ()
+    # Under an output constraint (engine/constrained.py); all 0 without one.
+    forced_tokens: int = 0  # emitted because the grammar forced them (fast-forward), never drafted
+    grammar_cut_drafts: int = 0  # drafts ended early at a token the grammar forbids
+    grammar_masked_tokens: int = 0  # positions where the target's first choice was forbidden
+    grammar_seconds: float = 0.0  # grammar work during generation (part of generation_seconds)
+    grammar_compile_seconds: float = 0.0  # compiling the constraint (0 when it was cached)
 
     @property
     def tokens_per_s(self) -> float:
@@ -57,6 +65,15 @@ class GenerationStats:
     def draft_share(self) -> float:
         return self.draft_seconds / self.generation_seconds if self.generation_seconds > 0 else 0.0
 
+    @property
+    def grammar_share(self) -> float:
+        return self.grammar_seconds / self.generation_seconds if self.generation_seconds > 0 else 0.0
+
+    @property
+    def forced_share(self) -> float:
+        """The part of the generated tokens that the grammar forced."""
+        return self.forced_tokens / self.generated_tokens if self.generated_tokens else 0.0
+
     def summary(self) -> str:
         """One line for the CLI and logs."""
         parts = [
@@ -70,6 +87,10 @@ class GenerationStats:
                 f"acceptance rate {self.acceptance_rate:.2f}",
                 f"drafting {self.draft_share * 100:.0f}% of time",
             ]
+        if self.grammar_seconds or self.forced_tokens:
+            parts.append(f"grammar {self.grammar_share * 100:.1f}% of time")
+            if self.forced_tokens:
+                parts.append(f"{self.forced_tokens} tokens forced")
         return ", ".join(parts)
 
 
@@ -88,6 +109,11 @@ class StatsRecorder:
     accepted: int = 0
     drafted_per_position: list[int] = field(default_factory=list)
     accepted_per_position: list[int] = field(default_factory=list)
+    forced_tokens: int = 0
+    grammar_cut_drafts: int = 0
+    grammar_masked_tokens: int = 0
+    grammar_seconds: float = 0.0
+    grammar_compile_seconds: float = 0.0
 
     def record_draft(self, n_drafted: int, n_accepted: int) -> None:
         """Count one verification of ``n_drafted`` draft tokens of which the first ``n_accepted`` held."""
@@ -115,6 +141,11 @@ class StatsRecorder:
             accepted=self.accepted,
             drafted_per_position=tuple(self.drafted_per_position),
             accepted_per_position=tuple(self.accepted_per_position),
+            forced_tokens=self.forced_tokens,
+            grammar_cut_drafts=self.grammar_cut_drafts,
+            grammar_masked_tokens=self.grammar_masked_tokens,
+            grammar_seconds=self.grammar_seconds,
+            grammar_compile_seconds=self.grammar_compile_seconds,
         )
 
 
@@ -141,4 +172,9 @@ def combine(stats: list[GenerationStats]) -> GenerationStats:
         accepted=sum(s.accepted for s in stats),
         drafted_per_position=col("drafted_per_position"),
         accepted_per_position=col("accepted_per_position"),
+        forced_tokens=sum(s.forced_tokens for s in stats),
+        grammar_cut_drafts=sum(s.grammar_cut_drafts for s in stats),
+        grammar_masked_tokens=sum(s.grammar_masked_tokens for s in stats),
+        grammar_seconds=sum(s.grammar_seconds for s in stats),
+        grammar_compile_seconds=sum(s.grammar_compile_seconds for s in stats),
     )

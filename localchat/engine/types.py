@@ -74,11 +74,17 @@ class ConstraintKind(enum.Enum):
 
 @dataclass(frozen=True)
 class OutputConstraint:
-    """Structured output: what the whole reply must match."""
+    """Structured output: what the whole reply must match (engine/grammar.py compiles it).
+
+    With a ``trigger`` (LARK only) the constraint is lazy: the reply is free text until the trigger
+    appears, and ``text``'s start rule matches what follows the trigger (the trigger excluded);
+    a reply that never writes the trigger is free text.
+    """
 
     kind: ConstraintKind
     text: str = ""
     strict: bool = True  # json_schema: no properties beyond the schema's
+    trigger: str = ""  # lark: the grammar starts after this text (tool calls with tool_choice "auto")
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,9 @@ class SpeculationConfig:
     p_min: float = 0.5  # the draft model stops drafting when its top probability falls below this
     # The user has just turned speculation back on: a conversation that paused it tries again now.
     resume: bool = False
+    # Under an output constraint: the tokens the grammar forces (a JSON key after its quote) enter
+    # the next verification batch without being drafted or chosen, with speculation on or off.
+    fast_forward: bool = True
 
     def __post_init__(self) -> None:
         if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from localchat.bench.link_delay import DelayedEngine, DelayRelay
-from localchat.bench.modes import bench_mode, is_off, off_label, routed
+from localchat.bench.modes import bench_mode, is_off, off_labels, routed
 from localchat.bench.oracle import oracle_rows
 from localchat.bench.prompts import BenchPrompt, builtin_prompts, heldout_prompts, prompts_from
 from localchat.bench.report import BenchReport, result_rows, same_text
@@ -32,7 +32,8 @@ def test_a_routed_label_compares_with_off_on_its_own_route() -> None:
     adaptive = routed(bench_mode("adaptive"), "api")
     assert adaptive.name == "adaptive@api" and adaptive.route == "api"
     assert routed(bench_mode("draft", 8, label="draft:8"), "rpc+5ms").name == "draft:8@rpc+5ms"
-    assert off_label("adaptive@api") == "off@api" and off_label("draft:8") == "off"
+    assert off_labels("adaptive@api") == ("off@api",) and off_labels("draft:8") == ("off",)
+    assert off_labels("draft+ff@api") == ("off+ff@api", "off@api")
     assert is_off("off@rpc+5ms") and is_off("off") and not is_off("draft@api")
 
 

@@ -122,6 +122,8 @@ def test_prompts_file_errors_name_the_line() -> None:
         parse_prompts('{"id": "x", "prompt": "a"}\n{"id": "x", "prompt": "b"}\n', "mine.jsonl")
     with pytest.raises(BenchError, match="holds no prompts"):
         parse_prompts("\n\n", "mine.jsonl")
+    with pytest.raises(BenchError, match='line 1: "schema" must be a JSON object'):
+        parse_prompts('{"prompt": "a", "schema": [1]}\n', "mine.jsonl")
 
 
 def test_builtin_set_has_three_categories_of_five() -> None:
@@ -210,3 +212,43 @@ def test_bench_refuses_an_unknown_mode_or_length_in_a_sentence(tmp_path: Path) -
     ):
         r = localchat("bench", "--model", never, "--modes", modes)
         assert r.returncode == 1 and sentence in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_generate_under_a_json_schema_writes_json_that_matches_it(tmp_path: Path, smollm2_path: Path) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "legs": {"type": "integer"}},
+              "required": ["name", "legs"]}
+    path = tmp_path / "animal.json"
+    path.write_text(json.dumps(schema))
+    r = localchat("generate", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--ctx", "512",
+                  "--max-tokens", "48", "--json-schema", str(path), "Describe a cat as JSON.")
+    assert r.returncode == 0, r.stderr
+    reply = json.loads(r.stdout)
+    assert set(reply) == {"name", "legs"} and isinstance(reply["legs"], int)
+    assert "tokens forced" in r.stderr and "finish: stop" in r.stderr
+    bad = localchat("generate", "--model", str(smollm2_path), "--no-spec", "--json-schema",
+                    '{"type": "integer", "minimum": 3, "maximum": 1}', "Hi")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "The JSON schema cannot be used: Unsatisfiable schema" in bad.stderr
+    lost = localchat("generate", "--model", str(smollm2_path), "--trigger", "<x>", "Hi")
+    assert lost.returncode == 1 and "--trigger needs --grammar" in lost.stderr
+
+
+def test_bench_answers_schema_prompts_under_their_schema_with_and_without_fast_forward(
+    tmp_path: Path, smollm2_path: Path
+) -> None:
+    prompts = tmp_path / "p.jsonl"
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+              "required": ["city", "country"]}
+    line = {"id": "j", "category": "json", "prompt": "Paris as JSON.", "schema": schema}
+    prompts.write_text(json.dumps(line))
+    out = tmp_path / "r.json"
+    r = localchat("bench", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--prompts",
+                  str(prompts), "--modes", "off,off-ff,draft-ff", "--max-tokens", "24", "--ctx", "512",
+                  "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "forced" in r.stdout and "grammar" in r.stdout
+    recs = {rec["mode"]: rec for rec in json.loads(out.read_text())["records"]}
+    assert recs["off"]["forced_tokens"] > 0 and recs["off-ff"]["forced_tokens"] == 0
+    assert recs["off-ff"]["grammar_seconds"] > 0
+    assert isinstance(recs["draft-ff"]["matches_off"], bool)  # compared with off-ff, its own setting
+    assert recs["off-ff"]["matches_off"] is None

@@ -85,3 +85,41 @@ def test_seeded_sampling_is_reproducible() -> None:
     b = [d.sample(r2) for _ in range(50)]
     assert a == b
     assert len(set(a)) == 3
+
+
+def test_a_grammar_restricts_the_distribution_before_top_k_and_renormalises() -> None:
+    logits = np.log(np.array([0.4, 0.3, 0.2, 0.06, 0.04], dtype=np.float32))
+    allowed = np.array([False, True, False, True, True])
+    x = sampling.restrict(logits, allowed)
+    assert np.isneginf(x[0]) and x[1] == logits[1] and np.isfinite(logits[0])  # a copy
+    d = sampling.distribution(x, (), SamplingParams(temperature=1.0, top_k=2, top_p=1.0, min_p=0.0))
+    # Top-2 among the allowed tokens (1 and 3), not the allowed part of the unrestricted top-2.
+    assert d.ids.tolist() == [1, 3]
+    assert d.probs == pytest.approx([0.3 / 0.36, 0.06 / 0.36])
+    wide = sampling.distribution(x, (), SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0))
+    assert sorted(wide.ids.tolist()) == [1, 3, 4]  # forbidden tokens are no candidates, even at p = 0
+
+
+def test_a_draft_cut_at_a_forbidden_token_keeps_the_restricted_distribution() -> None:
+    """The decode loop ends a draft before a token the grammar forbids and draws that position from
+    the residual of the cut token's draft distribution (a rejection: the restricted p gives it 0).
+    Drawing from p itself instead would favour what the drafter underrates."""
+    rng = np.random.default_rng(99)
+    p = _dist([0.0, 0.5, 0.3, 0.2])  # token 0 is forbidden: the restricted target gives it 0
+    p = sampling.Dist(p.ids[1:], p.probs[1:])
+    q = _dist([0.5, 0.1, 0.3, 0.1])  # the drafter likes the forbidden token
+    n = 60_000
+    cut_then_residual = np.zeros(4)
+    cut_then_p = np.zeros(4)
+    for _ in range(n):
+        x = q.sample(rng)
+        if x == 0:  # cut: never verified
+            cut_then_residual[sampling.speculative_accept(p, q, x, rng)[1]] += 1
+            cut_then_p[p.sample(rng)] += 1
+        else:
+            tok = sampling.speculative_accept(p, q, x, rng)[1]
+            cut_then_residual[tok] += 1
+            cut_then_p[tok] += 1
+    target = np.array([0.0, 0.5, 0.3, 0.2])
+    assert 0.5 * np.abs(cut_then_residual / n - target).sum() < 0.015
+    assert 0.5 * np.abs(cut_then_p / n - target).sum() > 0.05

@@ -1,8 +1,8 @@
 """A stand-in for localchat.engine.engine.Engine, for host and service unit tests only.
 
 The prompt steers it: "slow" sleeps per token, "hang" ignores cancel, "crash"
-ends the process, "overflow" raises ContextOverflowError, "boom" raises a
-plain exception. A target path ending in "missing.gguf" fails to load.
+ends the process, "overflow" raises ContextOverflowError, "bad schema" with a constraint raises
+GrammarError, "boom" raises a plain exception. A target path ending in "missing.gguf" fails to load.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable
 
-from localchat.engine.errors import ContextOverflowError, ModelLoadError
+from localchat.engine.errors import ContextOverflowError, GrammarError, ModelLoadError
 from localchat.engine.stats import StatsRecorder
 from localchat.engine.types import (
     EngineConfig,
@@ -54,6 +54,8 @@ class FakeEngine:
                                        needed=5000, n_ctx=4096, reserve=512)
         if "boom" in prompt:
             raise RuntimeError("boom")
+        if request.constraint is not None and "bad schema" in prompt:
+            raise GrammarError("The JSON schema cannot be used: Invalid type: strng.")
         delay = 0.02 if "slow" in prompt else 0.0005
         rec = StatsRecorder()
         start = time.perf_counter()

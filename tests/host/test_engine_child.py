@@ -7,7 +7,7 @@ import multiprocessing
 import threading
 from multiprocessing.connection import Connection
 
-from localchat.engine.types import EngineConfig, GenerationRequest
+from localchat.engine.types import ConstraintKind, EngineConfig, GenerationRequest, OutputConstraint
 from localchat.host.engine_child import EngineHost, load_factory
 from localchat.host.events import Failed, FailureKind, Finished, Loaded, Tokens
 from localchat.host.protocol import Cancel, Generate, Load, Shutdown
@@ -56,6 +56,11 @@ def test_load_and_generate_in_order_and_errors_as_failures_of_their_kind() -> No
     overflow = _until(conn, Failed)[-1]
     assert isinstance(overflow, Failed) and overflow.failure.kind is FailureKind.CONTEXT_EXCEEDED
     assert (overflow.failure.needed, overflow.failure.n_ctx) == (5000, 4096)
+    bad = OutputConstraint(ConstraintKind.JSON_SCHEMA, '{"type": "strng"}')
+    conn.send(Generate(5, "api:x", GenerationRequest(prompt="bad schema", max_tokens=5, constraint=bad)))
+    refused = _until(conn, Failed)[-1]
+    assert isinstance(refused, Failed) and refused.failure.kind is FailureKind.INVALID_REQUEST  # a 400
+    assert refused.failure.detail == "The JSON schema cannot be used: Invalid type: strng."
     conn.send(Shutdown())
     thread.join(10)
     assert not thread.is_alive()
