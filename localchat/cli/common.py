@@ -75,7 +75,8 @@ def add_placement_options(p: argparse.ArgumentParser) -> None:
                    help="shares of the target: this computer, then each worker (default: free memory)")
     p.add_argument("--exact", action="store_true",
                    help="identical text with and without speculation also for quantized models on a CPU "
-                        "(keeps the weights' stored layout: plain decoding is slower)")
+                        "(keeps the weights' stored layout: plain decoding is slower), and with and "
+                        "without saved conversation states (each turn reads the previous reply again)")
 
 
 def worker_options(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[float, ...]]:

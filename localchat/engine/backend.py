@@ -315,6 +315,14 @@ class Context:
     ``tokens`` mirrors the KV cache exactly: position i holds tokens[i]. Every
     change to the cache goes through ``decode`` and ``truncate`` so the mirror
     never drifts.
+
+    ``read_grid`` (0: none) and ``fresh`` serve prompts read as from scratch
+    (``draft_sources.read_prompt``, EngineConfig.exact): llama.cpp's kernels depend
+    on how many tokens one decode holds, so a cell is the one a read from scratch
+    computes only when it was read in the same chunk, one of ``read_grid`` tokens
+    starting at a multiple of it. ``fresh`` counts the leading cells read that way;
+    ``truncate``, ``clear`` and ``load_state`` keep it true, and only the prompt
+    reader raises it.
     """
 
     def __init__(self, model: Model, n_ctx: int, n_threads: int, n_batch: int = 512) -> None:
@@ -342,6 +350,8 @@ class Context:
         self.memory = lc.llama_get_memory(handle)
         self.batch = lc.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []
+        self.read_grid = 0
+        self.fresh = 0
         self._first_out = 0
         self._abort_cb: Any = None
 
@@ -381,12 +391,15 @@ class Context:
             # sequence: start over, the caller re-evaluates what it needs.
             lc.llama_memory_clear(self.memory, True)
             self.tokens = []
+            self.fresh = 0
             return
         del self.tokens[n_keep:]
+        self.fresh = min(self.fresh, n_keep)
 
     def clear(self) -> None:
         _llama().llama_memory_clear(self.memory, True)
         self.tokens = []
+        self.fresh = 0
 
     def save_state(self) -> bytearray:
         """The KV cache of the sequence as llama.cpp serialises it (its cells only, no logits)."""
@@ -399,12 +412,13 @@ class Context:
         del blob[written:]
         return blob
 
-    def load_state(self, blob: bytearray, tokens: Sequence[int]) -> bool:
+    def load_state(self, blob: bytearray, tokens: Sequence[int], fresh: bool = False) -> bool:
         """Replace the cache by ``blob`` (from ``save_state``) holding ``tokens``; False if refused.
 
         llama.cpp checks the blob's layout against this context (layers, cache types, room)
         and clears the sequence when it does not fit; the position count is checked here
         too, so a blob saved for other tokens never leaves the mirror out of step.
+        ``fresh``: every cell of the blob was read as from scratch (see the class).
         """
         lc = _llama()
         self.clear()
@@ -415,6 +429,7 @@ class Context:
             self.clear()
             return False
         self.tokens = list(tokens)
+        self.fresh = len(tokens) if fresh else 0
         return True
 
     def decode(self, tokens: Sequence[int], logits_for: str | int = "last") -> int:

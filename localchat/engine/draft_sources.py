@@ -128,28 +128,74 @@ def sync_context(
     ctx.truncate(keep)
     keep = ctx.n_past  # truncate may have cleared everything (non-removable caches)
     todo = list(tokens[keep:])
+    watched = on_progress is not None and len(todo) >= PROGRESS_MIN
+    # Smaller chunks while watched: a CPU reads ~128 tokens per call about as fast as 512.
+    _read(ctx, todo, min(ctx.n_batch, PROGRESS_CHUNK) if watched else ctx.n_batch, should_cancel,
+          on_progress if watched else None)
+    return len(todo)
+
+
+def read_prompt(
+    ctx: Context,
+    tokens: Sequence[int],
+    should_cancel: Callable[[], bool] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Make ``ctx`` hold a reply's prompt, with logits for its last token; returns tokens evaluated.
+
+    Without a read grid (``ctx.read_grid`` 0) this is ``sync_context``: every cell
+    the cache shares with the prompt is kept. With one, the cells are the ones a
+    read from scratch computes, so the reply is the one it would be with the
+    history read again: llama.cpp's kernels depend on the number of tokens in a
+    decode (on a CPU, flash attention takes another algorithm from 64 tokens on,
+    and a single token another matrix product), so a cell read in a chunk of
+    another size, or written while a reply was generated, holds slightly other
+    numbers, and a near-tie later can go the other way. Only ``ctx.fresh`` cells
+    are kept, cut back to a grid line, and the rest is read in chunks of the grid
+    aligned to positions 0, G, 2G..., the chunks a read from scratch reads.
+    """
+    grid = ctx.read_grid
+    if grid <= 0:
+        return sync_context(ctx, tokens, should_cancel, on_progress)
+    keep = max(0, min(common_prefix(ctx.tokens, tokens), len(tokens) - 1, ctx.fresh))
+    ctx.truncate(keep - keep % grid)
+    keep = ctx.n_past
+    todo = list(tokens[keep:])
+    watched = on_progress is not None and len(todo) >= PROGRESS_MIN
+    try:
+        _read(ctx, todo, grid, should_cancel, on_progress if watched else None)
+    finally:
+        # Every whole chunk read is what a read from scratch reads; a shorter last one is not.
+        ctx.fresh = keep + (ctx.n_past - keep) // grid * grid
+    return len(todo)
+
+
+def _read(
+    ctx: Context,
+    todo: Sequence[int],
+    step: int,
+    should_cancel: Callable[[], bool] | None,
+    on_progress: Callable[[int, int], None] | None,
+) -> None:
+    """Decode ``todo`` after what ``ctx`` holds, ``step`` tokens a decode, until done or cancelled."""
     # A long prompt can take seconds per batch on a CPU: let cancel stop a batch part-way.
     aborting = should_cancel is not None and len(todo) > 1
     if aborting:
         ctx.set_abort(should_cancel)
-    watched = on_progress is not None and len(todo) >= PROGRESS_MIN
-    # Smaller chunks while watched: a CPU reads ~128 tokens per call about as fast as 512.
-    step = min(ctx.n_batch, PROGRESS_CHUNK) if watched else ctx.n_batch
     try:
-        if watched and on_progress is not None:
+        if on_progress is not None:
             on_progress(0, len(todo))
         for start in range(0, len(todo), step):
             if should_cancel is not None and should_cancel():
                 break
             ctx.decode(todo[start : start + step], logits_for="last")
-            if watched and on_progress is not None:
+            if on_progress is not None:
                 on_progress(min(start + step, len(todo)), len(todo))
     except DecodeAborted:
         pass
     finally:
         if aborting:
             ctx.set_abort(None)
-    return len(todo)
 
 
 class ModelDrafter:
@@ -182,7 +228,7 @@ class ModelDrafter:
         self._timed(lambda: self.ctx.decode([tok], logits_for="last"))
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
-        sync_context(self.ctx, tokens, should_cancel)
+        read_prompt(self.ctx, tokens, should_cancel)
 
     def propose(
         self,

@@ -34,7 +34,13 @@ from localchat.engine.compat import check_compatible
 from localchat.engine.constrained import ConstrainedReply
 from localchat.engine.costs import CostModel
 from localchat.engine.devices import add_worker, has_local_accelerator, local_accelerators
-from localchat.engine.draft_sources import CombinedDrafter, DraftSource, ModelDrafter, NgramDrafter
+from localchat.engine.draft_sources import (
+    PROGRESS_CHUNK,
+    CombinedDrafter,
+    DraftSource,
+    ModelDrafter,
+    NgramDrafter,
+)
 from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
 from localchat.engine.grammar import GrammarCompiler
 from localchat.engine.placement import Placement, split_target
@@ -152,9 +158,12 @@ class Engine:
         self._grammars: GrammarCompiler | None = None  # built on the first constrained reply
         if config.draft_path:
             self._load_drafter(Path(config.draft_path), n_ctx, threads)
-        self.states = self._state_cache(config)
         on_gpu = self.target_model.gpu_layers > 0 and has_local_accelerator()
         self.backend = backend_name() if on_gpu else "CPU"
+        if config.exact:
+            for ctx in self._contexts():
+                ctx.read_grid = min(PROGRESS_CHUNK, ctx.n_batch)
+        self.states = self._state_cache(config, threads)
         self.profile = self._start_profile(threads)
         self.info = EngineInfo(
             backend=self.backend,
@@ -196,16 +205,23 @@ class Engine:
         self.draft_model = draft
         self.model_drafter = ModelDrafter(ctx, draft.name)
 
-    def _state_cache(self, config: EngineConfig) -> StateCache:
+    def _contexts(self) -> list[Context]:
+        """The target's context and the draft model's, when one is loaded."""
+        return [self.target] + ([self.model_drafter.ctx] if self.model_drafter is not None else [])
+
+    def _state_cache(self, config: EngineConfig, threads: int) -> StateCache:
         disk = None
         if config.state_folder and config.state_disk_bytes > 0:
             disk = DiskStates(Path(config.state_folder), config.state_disk_bytes)
         cache = StateCache(config.state_memory_bytes, disk)
         self._state_keys: dict[int, str] = {}  # id(context) -> its model file's key
         if cache.enabled:
-            self._state_keys[id(self.target)] = model_key(self.target_model.path)
-            if self.model_drafter is not None and self.draft_model is not None:
-                self._state_keys[id(self.model_drafter.ctx)] = model_key(self.draft_model.path)
+            for ctx in self._contexts():
+                # Cells read as from scratch are that only for the same weights' layout, grid, threads
+                # and devices: such states are kept apart (and other states are never used for them).
+                recipe = (f"exact, grid {ctx.read_grid}, {threads} threads, {self.backend}, "
+                          f"{ctx.model.gpu_layers} layers on {self.placement}") if ctx.read_grid else ""
+                self._state_keys[id(ctx)] = model_key(ctx.model.path, recipe)
         return cache
 
     def _cached_contexts(self, drafter: DraftSource | None) -> list[Context]:
@@ -230,8 +246,11 @@ class Engine:
     def _remember_states(self) -> None:
         if not self.states.enabled:
             return
-        contexts = [self.target] + ([self.model_drafter.ctx] if self.model_drafter is not None else [])
-        for ctx in contexts:
+        for ctx in self._contexts():
+            if ctx.read_grid:
+                # Read as from scratch: the reply's own cells (and the prompt's last, shorter chunk) are
+                # never used again, so neither kept in the context nor saved.
+                ctx.truncate(ctx.fresh)
             self.states.remember(ctx, self.state_key(ctx))
 
     def _start_profile(self, threads: int) -> PairProfile | None:

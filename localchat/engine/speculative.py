@@ -44,7 +44,7 @@ from localchat.engine import sampling
 from localchat.engine.adaptive import DraftPolicy
 from localchat.engine.backend import Context
 from localchat.engine.constrained import ConstrainedReply
-from localchat.engine.draft_sources import Draft, DraftSource, MixingSource, sync_context
+from localchat.engine.draft_sources import Draft, DraftSource, MixingSource, read_prompt
 from localchat.engine.stats import StatsRecorder
 from localchat.engine.types import FinishReason, SamplingParams
 from localchat.settings.options import DRAFT_TOKENS_MAX
@@ -242,7 +242,7 @@ class DecodeLoop:
     def run(self, prompt: list[int]) -> Iterator[Step]:
         rec, target = self.rec, self.target
         t0 = time.perf_counter()
-        evaluated = sync_context(target, prompt, self.should_cancel, self.on_prompt_progress)
+        evaluated = read_prompt(target, prompt, self.should_cancel, self.on_prompt_progress)
         if self.should_cancel():
             self.finish_reason = FinishReason.CANCELLED
             return

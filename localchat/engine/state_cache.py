@@ -17,8 +17,21 @@ A new prompt restores the stored state with the longest common prefix (when
 it beats what the context already holds by enough to matter); the decode loop
 then reads only the tokens after it. A state that is a prefix of a newer one
 of the same model is dropped: the newer one serves every prompt the older one
-could. The restored cells are the bytes the model computed, so a greedy
-reply is the one it would be with the history read again.
+could.
+
+The restored cells are the bytes the model computed then, but not always the
+bytes a read of the history from scratch computes: llama.cpp's kernels depend
+on how many tokens one decode holds (on a CPU, flash attention takes another
+algorithm from 64 tokens on, and a single token another matrix product), and a
+reply's own cells were computed a token or a draft at a time. So by default a
+restored state, like the cells a context keeps from one reply to the next, can
+change a near-tie in the reply (docs/BENCHMARKS.md, "Restored states and the
+reply"). With ``EngineConfig.exact`` the contexts read prompts on a grid
+(``draft_sources.read_prompt``): only cells read in the chunks a read from
+scratch reads are kept and saved, under a key naming how they were computed
+(``model_key``'s recipe), and a restore stops at a grid line, so the reply is
+the one it would be with the history read again, at the price of reading the
+last reply (and up to a grid's worth of tokens before it) again.
 
 Disk files are written by one background thread (a reply's end should not wait
 on a disk), atomically (a temporary file renamed into place), and checked on
@@ -65,14 +78,18 @@ def _llama_version() -> str:
     return str(llama_cpp.__version__)
 
 
-def model_key(path: Path) -> str:
+def model_key(path: Path, recipe: str = "") -> str:
     """A short name for one model file as it is now (its size, time and first and last MiB).
 
     llama.cpp's version is part of it: its state layout may change between
     versions, and a state another version wrote is then never looked at.
+    ``recipe`` names how the cells were computed, where that must match too
+    (prompts read as from scratch: the layout of the weights, the grid, threads, devices).
     """
     st = path.stat()
     h = hashlib.sha256(f"{FORMAT}:{_llama_version()}:{st.st_size}:{st.st_mtime_ns}".encode())
+    if recipe:
+        h.update(f":{recipe}".encode())
     with path.open("rb") as fh:
         h.update(fh.read(_SAMPLE))
         if st.st_size > 2 * _SAMPLE:
@@ -356,9 +373,16 @@ class StateCache:
         return held + [t for t in on_disk if t not in held]
 
     def remember(self, ctx: Context, model: str) -> None:
-        """Keep the state of what ``ctx`` holds now."""
+        """Keep the state of what ``ctx`` holds now.
+
+        With a read grid (``ctx.read_grid``) only a state whose every cell was read
+        as from scratch is kept (the caller cuts ``ctx`` back to ``ctx.fresh`` first):
+        ``restore`` then trusts each cell of it.
+        """
         tokens = tuple(ctx.tokens)
         if not self.enabled or len(tokens) < self.min_tokens:
+            return
+        if ctx.read_grid and ctx.fresh < len(tokens):
             return
         key = (model, tokens)
         if key in self._memory:
@@ -386,14 +410,24 @@ class StateCache:
     def restore(self, ctx: Context, model: str, prompt: Sequence[int], whole_only: bool = False) -> int:
         """Load the stored state that shares the longest prefix with ``prompt`` into ``ctx``.
 
-        Returns the number of tokens the loaded state holds (0 when nothing
+        Returns the number of cells ``ctx`` holds after the restore (0 when nothing
         beat what ``ctx`` already holds). ``whole_only``: only states that are
         a prefix of the prompt (recurrent caches cannot drop a partial tail).
+
+        With a read grid (``ctx.read_grid``, see ``draft_sources.read_prompt``) a
+        state is used up to a grid line only, and ``ctx`` is cut back to it: the
+        prompt's next chunk is then the one a read from scratch reads.
         """
         if not self.enabled or not prompt:
             return 0
+        grid = ctx.read_grid
         usable = len(prompt) - 1  # the prompt's last token is always read again, for its logits
-        have = min(common_prefix(ctx.tokens, prompt), usable)
+
+        def usable_of(shared: int) -> int:
+            n = min(shared, usable)
+            return n - n % grid if grid else n
+
+        have = usable_of(min(common_prefix(ctx.tokens, prompt), ctx.fresh if grid else usable))
         best: Tokens | None = None
         best_n = have
         from_disk = False
@@ -402,7 +436,7 @@ class StateCache:
             held = {t for t, _ in candidates}
             candidates += [(t, True) for t in self.disk.entries(model) if t not in held]
         for tokens, on_disk in candidates:
-            n = min(common_prefix(tokens, prompt), usable)
+            n = usable_of(common_prefix(tokens, prompt))
             if whole_only and n < len(tokens):
                 continue
             if n > best_n:
@@ -417,16 +451,18 @@ class StateCache:
             blob = self.disk.read(model, best)
         if blob is None:
             return 0
-        if not ctx.load_state(blob, best):
+        if not ctx.load_state(blob, best, fresh=grid > 0):
             log.warning("llama.cpp refused a saved state of %d tokens; reading the prompt instead", len(best))
             if from_disk and self.disk is not None:
                 self.disk.discard(model, best)
             elif (model, best) in self._memory:
                 self._drop((model, best))
             return 0
+        if grid:
+            ctx.truncate(best_n)
         log.info("restored the cache of %d tokens (%d of the prompt) from %s in %.0f ms", len(best), best_n,
                  "disk" if from_disk else "memory", (time.perf_counter() - t0) * 1000)
-        return len(best)
+        return ctx.n_past
 
     def forget_memory(self) -> None:
         self._memory.clear()

@@ -305,4 +305,7 @@ class EngineConfig:
     # those weights for faster kernels (its "extra buffers"), whose passes over one token and over
     # several round differently, so at a near-tie speculation can pick the other word. True keeps
     # the weights as stored: one kernel for every pass, slower (docs/BENCHMARKS.md, "Identical text").
+    # It also reads prompts as from scratch (draft_sources.read_prompt): a conversation taken up
+    # again, from its context or a saved state, gets the reply its history read again would get,
+    # and reads its last reply again (docs/ARCHITECTURE.md, "Identical text").
     exact: bool = False

@@ -194,8 +194,10 @@ OPTIONS: tuple[Option, ...] = (
         "several tokens then rounds differently from a pass over one, and where two words are almost "
         "equally likely a reply with speculation can take the other. This keeps the weights as "
         "stored: replies are identical with and without speculation, and every reply is slower "
-        "(by a quarter with a Q4_K_M model on one CPU), though the model takes less memory. Takes "
-        "effect when a model is next loaded.",
+        "(by a quarter with a Q4_K_M model on one CPU), though the model takes less memory. It also "
+        "reads a conversation taken up again as if from scratch, so a saved state never changes a "
+        "reply (any model): each turn reads the previous reply again. Takes effect when a model is "
+        "next loaded.",
         SPECULATION,
         needs_restart=True,
     ),
