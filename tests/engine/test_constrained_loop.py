@@ -52,6 +52,7 @@ class ScriptedTarget:
     def __init__(self, model: Model, prompt_len: int, wants: Callable[[Sequence[int]], int]) -> None:
         self.model = model
         self.n_ctx, self.n_batch, self.n_vocab = 4096, 512, model.n_vocab
+        self.read_grid = self.fresh = 0  # prompts read as the default (not exact) mode reads them
         self.tokens: list[int] = []
         self.prompt_len = prompt_len
         self.wants = wants
