@@ -34,8 +34,9 @@ from localchat.engine.types import (
     SamplingParams,
     SpeculationConfig,
 )
-from localchat.host import EngineProcess
-from localchat.host.protocol import Failed, Finished, Generate, Load, Loaded
+from localchat.host.events import Failed, Finished, Loaded
+from localchat.host.protocol import Generate, Load
+from tests.host.processes import engine_process
 
 GRID = 128
 TEXT = ("In the morning the harbour was quiet; the boats rocked and the gulls waited on the posts. "
@@ -279,15 +280,14 @@ def test_same_reply_with_and_without_saved_states_f16_target(
 
 def in_new_process(cfg: EngineConfig, requests: list[GenerationRequest]) -> list[tuple[tuple[int, ...], int]]:
     """(reply tokens, prompt tokens not read again) for each request, in a new engine process."""
-    proc = EngineProcess()
-    proc.start()
+    proc = engine_process()
     try:
         proc.send(Load(cfg))
         loaded = proc.receive(300)
         assert isinstance(loaded, Loaded), loaded
         out = []
         for i, req in enumerate(requests):
-            proc.send(Generate(i, req))
+            proc.send(Generate(i + 1, "window", req))
             while True:
                 reply = proc.receive(300)
                 assert reply is not None and not isinstance(reply, Failed), reply
