@@ -201,9 +201,9 @@ class ModelsWiring(QObject):
 class ApiServerSwitch:
     """Settings → Server: the local API on the window's own engine supervisor (one process, one model).
 
-    On when ``server_enabled`` is and there is a supervisor to share; rebound when the port or the
-    API key changes. It binds 127.0.0.1 only. A port in use is a sentence (``notice``), and the switch
-    stays off; ``show_url`` is told where it serves (None: nowhere).
+    On when ``server_enabled`` is and there is a supervisor to share; rebound when the port, the
+    API key or the allowed web pages change. It binds 127.0.0.1 only. A port in use is a sentence
+    (``notice``), and the switch stays off; ``show_url`` is told where it serves (None: nowhere).
     """
 
     def __init__(self, settings: SettingsService, supervisor: EngineSupervisor | None,
@@ -213,7 +213,7 @@ class ApiServerSwitch:
         self._show_url = show_url
         self._notice = notice
         self._thread: ServerThread | None = None
-        self._running: tuple[int, str] | None = None  # port and key it serves with
+        self._running: tuple[int, str, str] | None = None  # port, key and allowed origins it serves with
         self.error = ""
         settings.changed.connect(self._on_settings_changed)
         self.apply()
@@ -224,13 +224,14 @@ class ApiServerSwitch:
 
     def apply(self) -> None:
         want = self._settings.server_enabled and self._supervisor is not None
-        wanted = (self._settings.server_port, self._settings.server_api_key)
+        settings = self._settings
+        wanted = (settings.server_port, settings.server_api_key, settings.server_allowed_origins)
         if self._thread is not None and (not want or wanted != self._running):
             self.stop()
         if want and self._thread is None:
             self._start(*wanted)
 
-    def _start(self, port: int, key: str) -> None:
+    def _start(self, port: int, key: str, origins: str) -> None:
         from localchat.server import BindError, ServerSettings, ServerThread, bind_socket, create_app
 
         assert self._supervisor is not None
@@ -244,10 +245,11 @@ class ApiServerSwitch:
             self._show_url(None)
             return
         self._supervisor.start()
-        app = create_app(self._supervisor, ServerSettings(api_key=key or None))
+        allowed = tuple(o.strip() for o in origins.split(",") if o.strip())
+        app = create_app(self._supervisor, ServerSettings(api_key=key or None, cors_origins=allowed))
         thread = ServerThread(app, sock)
         thread.start()
-        self._thread, self._running, self.error = thread, (port, key), ""
+        self._thread, self._running, self.error = thread, (port, key, origins), ""
         log.info("api server on %s", thread.url)
         self._show_url(thread.url)
 

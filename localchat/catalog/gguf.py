@@ -594,3 +594,36 @@ def read_metadata(path: str | os.PathLike[str], cache: MetadataCache | None = No
         raise GgufError(p, exc.problem) from None
     cache.put(key, st.st_size, st.st_mtime_ns, meta)
     return replace(meta, path=str(p))
+
+
+def read_chat_template(path: str | os.PathLike[str]) -> str:
+    """The file's chat template (``tokenizer.chat_template``, Jinja text), "" when it has none.
+
+    Read from the header on demand (the metadata cache keeps only whether there is one): the API's
+    model description shows it (Ollama's ``/api/show``). GgufError with a sentence for a bad file."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            r = _Reader(buf, p)
+            if buf[:4] != GGUF_MAGIC:
+                raise GgufError(p, "it is not a GGUF file (it does not start with the GGUF signature)")
+            r.pos = 8
+            r.u64()  # tensors
+            for _ in range(r.u64()):
+                key, vtype = r.string(), r.u32()
+                if vtype == _STRING:
+                    value = r.string()
+                    if key == "tokenizer.chat_template":
+                        return value
+                elif vtype in _SCALAR_FORMATS:
+                    r.scalar(vtype)
+                elif vtype == _ARRAY:
+                    etype, count = r.u32(), r.u64()
+                    r.skip_array(etype, count)
+                else:
+                    raise GgufError(p, f"the metadata is corrupt (unknown value type {vtype} at key {key!r})")
+    except OSError as exc:
+        raise GgufError(p, f"the file cannot be read ({exc.strerror or exc})") from None
+    except (ValueError, OverflowError, struct.error) as exc:
+        raise GgufError(p, f"the header is corrupt ({type(exc).__name__})") from None
+    return ""

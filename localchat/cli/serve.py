@@ -35,7 +35,8 @@ def register(sub: Any) -> None:
                    help=f"port (default {DEFAULT_PORT}; 0: any free)")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request")
     p.add_argument("--cors-origin", action="append", default=[],
-                   help="allow browser pages from this origin (repeatable; default: none)")
+                   help="let web pages from this origin use the API (repeatable; default: none, and "
+                        "requests from any web page are refused)")
     p.add_argument("--allowed-host", action="append", default=[],
                    help="another Host header name to accept (e.g. behind a reverse proxy)")
     p.add_argument("--ctx", type=whole(256), default=8192, help="context length in tokens (default 8192)")

@@ -41,14 +41,19 @@ from localchat.engine.draft_sources import (
     ModelDrafter,
     NgramDrafter,
 )
-from localchat.engine.errors import ContextOverflowError, IncompatibleDraftError, ModelLoadError
+from localchat.engine.errors import (
+    ContextOverflowError,
+    IncompatibleDraftError,
+    InvalidRequestError,
+    ModelLoadError,
+)
 from localchat.engine.grammar import GrammarCompiler
 from localchat.engine.placement import Placement, split_target
 from localchat.engine.profile import PairProfile, profile_for
 from localchat.engine.rpc_wire import WorkerAddressError, parse_endpoint
 from localchat.engine.speculative import DecodeLoop
 from localchat.engine.state_cache import DiskStates, StateCache, model_key
-from localchat.engine.stats import StatsRecorder
+from localchat.engine.stats import GenerationStats, StatsRecorder
 from localchat.engine.textruns import runs_from_flags
 from localchat.engine.tooluse.grammar import ToolGrammar, tool_grammar
 from localchat.engine.tooluse.parser import ParseDelta
@@ -421,6 +426,8 @@ class Engine:
         """
         cancel = should_cancel or _never
         plan = plan_reply(request, self.tool_support)
+        if request.count_only:
+            return self._count(request, plan)
         grammar, compile_s = self._constrained(request.constraint)  # GrammarError before any work
         try:
             fitted = self._fit(request, plan, cancel)
@@ -455,6 +462,7 @@ class Engine:
         reasoning = ""
         out_tokens: list[int] = []
         finish: FinishReason | None = None
+        stop_sequence = ""
         unsent_tokens = unsent_accepted = 0  # counts of steps whose text is still held back
         drafted: list[bool] = []  # per character of ``text``: from an accepted draft token
         shown = self._marker_ids
@@ -489,11 +497,12 @@ class Engine:
                 text += piece
                 drafted.extend([step.forced <= i < step.forced + step.accepted_draft] * len(piece))
             if stops:
-                cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+                cut, hit = min(((text.find(s), s) for s in stops if s in text), default=(-1, ""))
                 if cut >= 0:
                     text = text[:cut]
                     del drafted[cut:]
                     finish = FinishReason.STOP
+                    stop_sequence = hit if hit in request.stop else ""
             visible = len(text) if finish else max(fed, len(text) - hold)
             if visible > fed:
                 deliver(reader.feed(text[fed:visible]))
@@ -532,7 +541,19 @@ class Engine:
             drafted_runs=runs_from_flags(content_flags),
             tool_calls=calls,
             reasoning=reasoning,
+            stop_sequence=stop_sequence,
         )
+
+    def _count(self, request: GenerationRequest, plan: ReplyPlan) -> GenerationResult:
+        """``count_only``: the whole prompt's length, as rendered for this model (no model pass)."""
+        if request.prompt is not None:
+            tokens = self.target_model.tokenize(request.prompt, add_special=self.target_model.add_bos())
+        else:
+            if not request.messages:
+                raise InvalidRequestError("There is no message to count.")
+            tokens, _ = self.formatter.tokens_for(request.messages, plan.prompt)
+        off = SpeculationState(active=False, drafter="off", reason="only the prompt was counted")
+        return GenerationResult("", FinishReason.STOP, GenerationStats(prompt_tokens=len(tokens)), off)
 
     @staticmethod
     def _live_state(state: SpeculationState, policy: DraftPolicy) -> SpeculationState:

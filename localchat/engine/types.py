@@ -169,6 +169,9 @@ class GenerationRequest:
     # A thinking model's <think> block goes to ``reasoning`` instead of the text (always so with
     # tools). False keeps the window's replies as they were: the thinking is part of the text.
     separate_reasoning: bool = False
+    # Only count the prompt: the result has no text, and ``stats.prompt_tokens`` is the length of the
+    # whole rendered prompt (tools included, nothing dropped to fit), read by no model pass.
+    count_only: bool = False
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:  # 0 still generated one token
@@ -226,6 +229,7 @@ class GenerationResult:
     drafted_runs: tuple[int, ...] = ()  # which characters of ``text`` came from accepted drafts
     tool_calls: tuple[ToolCall, ...] = ()  # finish_reason TOOL_CALLS: the calls, in order
     reasoning: str = ""  # the model's thinking, apart from ``text``
+    stop_sequence: str = ""  # the request's stop string that ended the reply ("": none did)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,16 @@
-"""The local HTTP API: an OpenAI-compatible (and llama.cpp-compatible) server that speculates.
+"""The local HTTP API: one server that speaks OpenAI's, Anthropic's and Ollama's APIs, and speculates.
 
-- app.py: routes, the guard (Host header, API key, body size) and streamed replies;
-- parsing.py: request bodies checked field by field into GenerationRequest;
-- shapes.py: response bodies (OpenAI's and llama-server's field names);
-- metrics.py: Prometheus counters named as llama-server names them;
+- app.py: what every surface shares (``Api``: bodies, model checks, a request run as one job) and
+  the guard (Host header, web pages' Origin, API key, body size);
+- one module of routes per API surface: openai_api.py (chat, completions, llama.cpp's native
+  routes), responses_api.py (OpenAI's Responses), anthropic_api.py (Anthropic's Messages),
+  ollama_api.py (Ollama's /api), each with its shapes module where they are large;
+- parsing.py and fields.py: request fields checked one by one, each problem a sentence;
+- shapes.py: OpenAI's and llama-server's response fields (``timings``, ``usage``, ``speculative``);
+- streaming.py: jobs awaited on the event loop, streamed responses (server-sent events, NDJSON);
+- metrics.py: Prometheus counters named as llama-server names them, and requests by surface;
 - runner.py: binding the socket and running uvicorn in a thread;
-- errors.py: the OpenAI error shape, and one table answering each engine Failure kind.
+- errors.py: one error, each surface's shape of it, and one table answering each engine Failure kind.
 
 Why Starlette and uvicorn: a small, well-kept ASGI stack (Starlette is what
 FastAPI is built on, uvicorn the server most Python APIs run on) with no

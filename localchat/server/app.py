@@ -3,9 +3,20 @@
 ``Api`` holds what the surfaces share: the engine's supervisor, the served
 model's name and limits, reading a JSON body, checking the model and that it is
 loaded, and running a request as one job (``answer``). Each API surface is one
-module of routes over it (openai_api.py: OpenAI's chat and completions and
-llama.cpp's native routes) that maps its own shapes to one GenerationRequest
-and back. Engine failures are answered from their kind (errors.FAILURE_STATUS).
+module of routes over it that maps its own shapes to one GenerationRequest and
+back: openai_api.py (OpenAI's chat and completions, llama.cpp's native routes),
+responses_api.py (OpenAI's Responses), anthropic_api.py (Anthropic's Messages)
+and ollama_api.py (Ollama's /api). Engine failures are answered from their kind
+(errors.FAILURE_STATUS), each in its surface's error shape (errors.error_body);
+a job's source names the surface (host/sources.py), so the window's status bar
+says which API a request came through.
+
+The guard refuses, before any route runs: a Host header that is not this
+server's (DNS rebinding), a request from a web page whose Origin is not allowed
+(a page must never make the engine write, nor start a tool: the allow-list is
+empty by default, as Ollama's origins setting), a missing or wrong API key
+(``Authorization: Bearer KEY`` or Anthropic's ``x-api-key``), and a body larger
+than the limit (413).
 
 A streamed reply sends its headers only once the job's first event arrives:
 a request that fails before any token (a prompt longer than the context, a
@@ -20,7 +31,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -33,14 +44,25 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from localchat.catalog.names import file_name, file_stem
-from localchat.engine.types import GenerationResult
+from localchat.engine.types import GenerationRequest, GenerationResult
 from localchat.host.events import Failed, Failure, FailureKind, Finished, JobEvent, Phase, Tokens
+from localchat.host.sources import Surface, job_source
 from localchat.host.supervisor import EngineSupervisor
-from localchat.server.errors import RETRY_AFTER_S, ApiError, bad_request, failure_error, server_error
+from localchat.server.anthropic_api import AnthropicRoutes
+from localchat.server.errors import (
+    RETRY_AFTER_S,
+    ApiError,
+    bad_request,
+    error_response,
+    failure_error,
+    server_error,
+)
 from localchat.server.metrics import Metrics
+from localchat.server.ollama_api import OllamaRoutes
 from localchat.server.openai_api import OpenAIRoutes
 from localchat.server.parsing import Limits, ParsedRequest
-from localchat.server.streaming import EventStream, JobStream
+from localchat.server.responses_api import ResponsesRoutes
+from localchat.server.streaming import SSE, EventStream, JobStream
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +77,29 @@ class ServerSettings:
     model_id: str = ""
     host: str = "127.0.0.1"
     api_key: str | None = None
+    # Web pages allowed to call the API (their Origin, e.g. "http://localhost:3000"; "*": any). A
+    # request from any other page is refused, and CORS preflights are answered for these only.
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()  # more Host header names to accept (a reverse proxy's)
     max_body_bytes: int = 8 * 1024 * 1024
     max_tokens: int | None = None  # None: the loaded context length
     default_mode: str = "adaptive"
+
+
+def surface_for_path(path: str) -> Surface:
+    """The API surface a path belongs to, for answering errors in its shape before any route runs."""
+    if path == "/api" or path.startswith("/api/"):
+        return Surface.OLLAMA
+    if path.startswith("/v1/messages"):
+        return Surface.ANTHROPIC
+    if path.startswith("/v1/responses"):
+        return Surface.RESPONSES
+    return Surface.OPENAI
+
+
+def normal_origin(origin: str) -> str:
+    """An Origin as compared: "HTTP://Localhost:3000/" -> "http://localhost:3000"."""
+    return origin.strip().rstrip("/").lower()
 
 
 def host_name(header: str) -> str:
@@ -71,13 +111,15 @@ def host_name(header: str) -> str:
 
 
 class Guard:
-    """ASGI middleware: the Host header check (against DNS rebinding), the API key, the body size."""
+    """ASGI middleware: the Host header check (against DNS rebinding), the Origin of web pages, the API
+    key, the body size; each refusal in the error shape of the surface the path belongs to."""
 
     def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
         self.app = app
         self.settings = settings
         self.any_host = settings.host in WILDCARD_HOSTS
         self.hosts = LOOPBACK_NAMES | {settings.host.lower()} | {h.lower() for h in settings.allowed_hosts}
+        self.origins = {normal_origin(o) for o in settings.cors_origins}
 
     def _problem(self, scope: Scope) -> ApiError | None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -87,12 +129,20 @@ class Guard:
             return ApiError(403, f"This server answers only requests addressed to "
                                  f"{self.settings.host} or localhost, not {host_name(host)!r}.",
                             code="host_not_allowed")
+        origin = headers.get("origin")
+        if origin is not None and "*" not in self.origins and normal_origin(origin) not in self.origins:
+            # Browsers send Origin with every cross-site POST, "simple" text/plain ones included: a page
+            # the user visits must not make the engine write (nor fill the shared queue, nor start a tool).
+            return ApiError(403, f"Requests from web pages are refused, and this one came from {origin!r}. "
+                                 "To let a browser app use the API, add its origin to the allowed origins "
+                                 "(Settings → Server, or --cors-origin).", code="origin_not_allowed")
         key = self.settings.api_key
         if key and scope.get("path") != "/health" and scope.get("method") != "OPTIONS":
             auth = headers.get("authorization", "")
             given = auth[7:].strip() if auth.lower().startswith("bearer ") else headers.get("x-api-key", "")
             if not hmac.compare_digest(given.encode(), key.encode()):
-                return ApiError(401, "A valid API key is required: send it as 'Authorization: Bearer KEY'.",
+                return ApiError(401, "A valid API key is required: send it as 'Authorization: Bearer KEY' "
+                                     "(or as 'x-api-key: KEY').",
                                 type="authentication_error", code="invalid_api_key")
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.settings.max_body_bytes:
@@ -104,7 +154,7 @@ class Guard:
         if scope["type"] == "http":
             problem = self._problem(scope)
             if problem is not None:
-                await problem.response()(scope, receive, send)
+                await error_response(problem, surface_for_path(scope.get("path", "")))(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -124,12 +174,15 @@ class Api:
             Route("/v1/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
             *OpenAIRoutes(self).routes(),
+            *ResponsesRoutes(self).routes(),
+            *AnthropicRoutes(self).routes(),
+            *OllamaRoutes(self).routes(),
         ]
         middleware = []
         if settings.cors_origins:
             middleware.append(Middleware(
-                CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
-                allow_headers=["authorization", "content-type", "x-api-key"],
+                CORSMiddleware, allow_origins=list(settings.cors_origins),
+                allow_methods=["GET", "POST", "DELETE", "HEAD"], allow_headers=["*"],
             ))
         middleware.append(Middleware(Guard, settings=settings))
         self.app = Starlette(
@@ -141,19 +194,25 @@ class Api:
     # -- helpers ----------------------------------------------------------------------
     async def _http_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        if exc.status_code == 404:
-            message = f"There is no {request.url.path} here; the API is under /v1 (GET /v1/models)."
+        surface = surface_for_path(request.url.path)
+        if exc.status_code == 404 and surface is Surface.OLLAMA:
+            message = (f"There is no {request.url.path} here; localchat answers Ollama's /api/chat, "
+                       "/api/generate, /api/tags, /api/show, /api/ps and /api/version.")
+        elif exc.status_code == 404:
+            message = (f"There is no {request.url.path} here; the API is under /v1 (GET /v1/models), "
+                       "and Ollama's under /api.")
         elif exc.status_code == 405:
             message = f"{request.method} is not allowed on {request.url.path}."
         else:
             message = str(exc.detail)
         code = "not_found" if exc.status_code == 404 else None
-        return ApiError(exc.status_code, message, code=code).response()
+        return error_response(ApiError(exc.status_code, message, code=code), surface)
 
     async def _unexpected(self, request: Request, exc: Exception) -> Response:
         log.exception("unexpected error answering %s", request.url.path)
-        return server_error(f"The server failed while answering ({type(exc).__name__}); it keeps serving.",
-                            "internal_error").response()
+        error = server_error(f"The server failed while answering ({type(exc).__name__}); it keeps serving.",
+                             "internal_error")
+        return error_response(error, surface_for_path(request.url.path))
 
     @property
     def model_id(self) -> str:
@@ -195,7 +254,7 @@ class Api:
             raise bad_request("The request body must be a JSON object.", None, "invalid_json")
         return body
 
-    def check_model(self, name: str | None) -> None:
+    def check_model(self, name: str | None, listed_at: str = "GET /v1/models") -> None:
         if name is None:
             return
         info = self.supervisor.state.info
@@ -205,7 +264,7 @@ class Api:
             names |= {file, file_stem(file), info.target.name.lower()}
         if name.lower() not in names:
             raise ApiError(404, f"The model {name!r} is not served here; this server serves "
-                                f"{self.model_id!r} (GET /v1/models lists it).",
+                                f"{self.model_id!r} ({listed_at} lists it).",
                            param="model", code="model_not_found")
 
     def check_ready(self) -> None:
@@ -227,15 +286,19 @@ class Api:
         self.check_model(parsed.model)
         return parsed
 
-    async def run_to_end(self, request: Request, job: JobStream) -> GenerationResult | None:
-        """Wait for the job's result (None: the client left, the job was cancelled)."""
+    async def run_to_end(
+        self, request: Request, job: JobStream, surface: Surface = Surface.OPENAI, record: bool = True
+    ) -> GenerationResult | None:
+        """Wait for the job's result (None: the client left, the job was cancelled); ``record``: count it
+        in /metrics (a token count is no generation)."""
         try:
             while True:
                 event = await job.next(request.is_disconnected)
                 if event is None:
                     return None
                 if isinstance(event, Finished):
-                    self.metrics.record(event.result.stats)
+                    if record:
+                        self.metrics.record(event.result.stats, surface.value)
                     return event.result
                 if isinstance(event, Failed):
                     self.metrics.record_failure()
@@ -258,13 +321,14 @@ class Api:
         return event
 
     def stream(
-        self, job: JobStream, first: JobEvent, render: Callable[[JobEvent], list[bytes]]
+        self, job: JobStream, first: JobEvent, render: Callable[[JobEvent], list[bytes]],
+        surface: Surface = Surface.OPENAI, media_type: str = SSE,
     ) -> EventStream:
         async def chunks() -> AsyncIterator[bytes]:
             event: JobEvent | None = first
             while event is not None:
                 if isinstance(event, Finished):
-                    self.metrics.record(event.result.stats)
+                    self.metrics.record(event.result.stats, surface.value)
                 elif isinstance(event, Failed):
                     self.metrics.record_failure()
                 for chunk in render(event):
@@ -273,7 +337,16 @@ class Api:
                     return
                 event = await job.next()
 
-        return EventStream(chunks(), job.close)
+        return EventStream(chunks(), job.close, media_type)
+
+    async def count_prompt(
+        self, request: Request, generation: GenerationRequest, surface: Surface
+    ) -> int | None:
+        """The prompt's length in tokens as the model reads it (None: the client left first)."""
+        job = JobStream(self.supervisor, replace(generation, count_only=True, max_tokens=1),
+                        job_source(surface, generation.session))
+        result = await self.run_to_end(request, job, surface, record=False)
+        return None if result is None else result.stats.prompt_tokens
 
     # -- routes -----------------------------------------------------------------------
     async def models(self, request: Request) -> Response:
@@ -308,17 +381,19 @@ class Api:
         parsed: ParsedRequest,
         whole: Callable[[GenerationResult], dict[str, Any]],
         render: Callable[[JobEvent], list[bytes]],
+        surface: Surface = Surface.OPENAI,
+        media_type: str = SSE,
     ) -> Response:
         """Run the request's job: ``whole(result)`` as one JSON body, or, when streaming, each event
-        through ``render`` (499 when the client left first)."""
-        job = JobStream(self.supervisor, parsed.request, "api:" + parsed.request.session)
+        through ``render`` (499 when the client left first). The job's source names ``surface``."""
+        job = JobStream(self.supervisor, parsed.request, job_source(surface, parsed.request.session))
         if not parsed.stream:
-            result = await self.run_to_end(request, job)
+            result = await self.run_to_end(request, job, surface)
             return Response(status_code=499) if result is None else JSONResponse(whole(result))
         first = await self.first_event(request, job)
         if first is None:
             return Response(status_code=499)
-        return self.stream(job, first, render)
+        return self.stream(job, first, render, surface, media_type)
 
 
 def create_app(supervisor: EngineSupervisor, settings: ServerSettings) -> Starlette:

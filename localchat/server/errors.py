@@ -1,9 +1,14 @@
-"""Errors of the HTTP API, answered in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+"""Errors of the HTTP API: one ``ApiError`` (status, sentence), answered in each surface's own shape.
 
 Every failure a client can cause or meet (bad JSON, a wrong type, an unknown
 model, a full queue, an engine that is loading or died) becomes an ``ApiError``
 with its HTTP status and one sentence; the app turns it into JSON, so a client
-never sees a traceback and the server keeps serving.
+never sees a traceback and the server keeps serving. OpenAI's shape
+(``{"error": {"message", "type", "param", "code"}}``, also the Responses API's)
+is ``ApiError.body``; Anthropic's (``{"type": "error", "error": {"type",
+"message"}}``) and Ollama's (``{"error": "sentence"}``) are made from the same
+error by ``error_body``. Engine failures get their status from ONE table
+(``FAILURE_STATUS``) whatever the surface.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from starlette.responses import JSONResponse
 
 from localchat.host.events import Failure, FailureKind
 from localchat.host.failure_words import Audience, sentence
+from localchat.host.sources import Surface
 
 
 class ApiError(Exception):
@@ -80,3 +86,32 @@ def failure_error(failure: Failure) -> ApiError:
     param = "messages" if failure.kind is FailureKind.CONTEXT_EXCEEDED else None
     return ApiError(status, sentence(failure, Audience.API), type=kind, param=param, code=code,
                     headers=headers)
+
+
+# Anthropic's error types, by HTTP status (docs.anthropic.com, "Errors"); the status itself comes from
+# the error (FAILURE_STATUS for engine failures), so this only names it in Anthropic's words.
+ANTHROPIC_ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+}
+
+
+def error_body(error: ApiError, surface: Surface) -> dict[str, Any]:
+    """``error`` in ``surface``'s own shape."""
+    if surface is Surface.ANTHROPIC:
+        fallback = "invalid_request_error" if error.status < 500 else "api_error"
+        kind = ANTHROPIC_ERROR_TYPES.get(error.status, fallback)
+        return {"type": "error", "error": {"type": kind, "message": error.message}}
+    if surface is Surface.OLLAMA:
+        return {"error": error.message}
+    return error.body()
+
+
+def error_response(error: ApiError, surface: Surface) -> JSONResponse:
+    return JSONResponse(error_body(error, surface), status_code=error.status, headers=error.headers)

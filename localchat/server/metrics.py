@@ -3,7 +3,9 @@
 Dashboards built for llama-server read ``llamacpp:spec_decode_num_draft_tokens_total``,
 ``..._num_accepted_tokens_total`` and ``..._num_drafts_total`` (one "draft" is
 one verification pass that checked at least one draft token); the rest
-(prompt and predicted tokens, requests) follow the same naming.
+(prompt and predicted tokens, requests) follow the same naming. Requests are
+also counted by the API surface they came through (``surface="anthropic"``...);
+the speculation counters sum every surface.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._c = _Counters()
+        self._by_surface: dict[str, int] = {}
 
-    def record(self, stats: GenerationStats) -> None:
+    def record(self, stats: GenerationStats, surface: str = "openai") -> None:
         with self._lock:
+            self._by_surface[surface] = self._by_surface.get(surface, 0) + 1
             c = self._c
             c.prompt_tokens += stats.prompt_tokens
             c.prompt_seconds += stats.prompt_seconds
@@ -57,6 +61,7 @@ class Metrics:
     def render(self, processing: Callable[[], int], deferred: Callable[[], int]) -> str:
         with self._lock:
             c = _Counters(**vars(self._c))
+            by_surface = dict(self._by_surface)
         rows: list[tuple[str, str, str, float]] = [
             ("llamacpp:prompt_tokens_total", "counter", "Prompt tokens evaluated.", c.prompt_tokens),
             ("llamacpp:prompt_seconds_total", "counter", "Prompt evaluation time.", c.prompt_seconds),
@@ -80,4 +85,8 @@ class Metrics:
         for name, kind, help_text, value in rows:
             shown = str(value) if isinstance(value, int) else f"{value:.6f}"
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {shown}"]
+        name = "localchat:requests_by_surface_total"
+        lines += [f"# HELP {name} Generation requests answered, by the API they came through.",
+                  f"# TYPE {name} counter"]
+        lines += [f'{name}{{surface="{surface}"}} {n}' for surface, n in sorted(by_surface.items())]
         return "\n".join(lines) + "\n"

@@ -282,3 +282,14 @@ def parse_completion(
         session=session_key((), prompt, body.get("user")),
     )
     return ParsedRequest(request, _model(body), stream, include_usage, mode, warning)
+
+
+# The field readers the other surfaces share (responses_api, anthropic_api, ollama_api): the same
+# checks and sentences for the fields every API has (sampling, token limits, stop strings, text parts).
+read_number = _number
+read_integer = _integer
+read_stop = _stop
+read_sampling = _sampling
+read_max_tokens = _max_tokens
+read_text_content = _content
+read_model = _model

@@ -27,6 +27,8 @@ from localchat.host.supervisor import EngineSupervisor, EngineUnavailable
 from localchat.server.errors import failure_error
 
 DISCONNECT_CHECK_S = 0.5
+SSE = "text/event-stream"  # OpenAI's and Anthropic's streams
+NDJSON = "application/x-ndjson"  # Ollama's: one JSON object a line
 
 
 class JobStream:
@@ -73,7 +75,7 @@ class EventStream(Response):
     """Server-sent events from ``chunks``; ``on_close`` runs however it ends (done, failed, client gone)."""
 
     def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None],
-                 media_type: str = "text/event-stream") -> None:
+                 media_type: str = SSE) -> None:
         # Not Response.__init__: it would declare Content-Length 0 for the (empty) body.
         self.status_code = 200
         self.background = None
@@ -111,3 +113,12 @@ class EventStream(Response):
 
 def sse(obj: Any) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+def sse_event(name: str, obj: Any) -> bytes:
+    """A named server-sent event (``event: NAME``), as Anthropic's and the Responses API's streams send."""
+    return f"event: {name}\n".encode() + sse(obj)
+
+
+def ndjson(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"

@@ -369,9 +369,10 @@ OPTIONS: tuple[Option, ...] = (
         "server_enabled",
         bool,
         False,
-        "Serve the loaded model to other apps (OpenAI-compatible API)",
-        "IDE assistants and agents (Continue, Cline, aider, Open WebUI) use the model loaded here "
-        "through http://127.0.0.1:PORT/v1, with speculation. They share this window's engine and "
+        "Serve the loaded model to other apps (OpenAI, Anthropic and Ollama APIs)",
+        "IDE assistants and agents (Claude Code, Codex, Continue, Cline, Zed, aider, Open WebUI) use the "
+        "model loaded here through http://127.0.0.1:PORT (OpenAI's and Anthropic's APIs under /v1, "
+        "Ollama's under /api), with speculation. They share this window's engine and "
         "model (no second copy in memory); their requests and your replies take turns. Only programs "
         "on this computer can reach it.",
         SERVER,
@@ -396,6 +397,16 @@ OPTIONS: tuple[Option, ...] = (
         "clients). Leave empty to accept every program on this computer.",
         SERVER,
         secret=True,
+    ),
+    Option(
+        "server_allowed_origins",
+        str,
+        "",
+        "Allowed web pages",
+        "Web pages may not use the API: a page you visit could otherwise make the model write, fill "
+        "the queue, or start a tool. To let a browser app in, list its origin here (e.g. "
+        "http://localhost:3000), separated by commas; * allows every page.",
+        SERVER,
     ),
     # Appearance
     Option(

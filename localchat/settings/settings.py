@@ -155,6 +155,11 @@ class OptionReader:
         return self.get_str("server_api_key")
 
     @property
+    def server_allowed_origins(self) -> str:
+        """The origins of the web pages allowed to call the API, separated by commas ("": none)."""
+        return self.get_str("server_allowed_origins")
+
+    @property
     def colour_accepted_tokens(self) -> bool:
         return self.get_bool("colour_accepted_tokens")
 

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import EngineInfo, GenerationResult, SpeculationState, TokenEvent
 from localchat.host.events import EngineState, Finished, JobEvent, Phase, Tokens
+from localchat.host.sources import Surface, surface_of
 from localchat.services.qt_signals import emit
 from localchat.ui import formatting
 from localchat.ui.elided import ElidedLabel, ElidedToolButton
@@ -59,6 +60,7 @@ class SpeculationStatusBar(QStatusBar):
         self._memory: int | None = None
         self._server_url: str | None = None
         self._api_busy = False  # an API request is generating (the figures are its own)
+        self._api_surface: Surface | None = None  # the API it came through (OpenAI, Anthropic...)
         self._reading: tuple[int, int, float] | None = None  # the prompt being read, before the reply
 
         self._target_name = ""
@@ -172,7 +174,7 @@ class SpeculationStatusBar(QStatusBar):
             elif self._generating:
                 self.generation_finished(event.result if isinstance(event, Finished) else None)
         elif isinstance(event, Tokens):
-            self.show_api_progress(event.event)
+            self.show_api_progress(event.event, surface_of(event.source))
         else:
             self.api_finished()
 
@@ -237,12 +239,14 @@ class SpeculationStatusBar(QStatusBar):
         self.server_label.setVisible(url is not None)
         self._refresh_server()
 
-    def show_api_progress(self, event: TokenEvent) -> None:
-        """An API request is generating: the bar shows its figures, and says whose they are."""
+    def show_api_progress(self, event: TokenEvent, surface: Surface | None = None) -> None:
+        """An API request is generating: the bar shows its figures, and says whose they are (the API
+        ``surface`` it came through)."""
         if self._generating:
             return  # the window's own reply has the bar; the API's waits its turn
-        if not self._api_busy:
+        if not self._api_busy or surface is not self._api_surface:
             self._api_busy = True
+            self._api_surface = surface
             self.timer.start()
             self._refresh_server()
         self._stats = event.stats
@@ -261,10 +265,12 @@ class SpeculationStatusBar(QStatusBar):
         if self._server_url is None:
             return
         port = self._server_url.rsplit(":", 1)[-1]
-        self.server_label.setText(f"API request · :{port}" if self._api_busy else f"API on :{port}")
+        api = self._api_surface.title if self._api_surface is not None else "API"
+        self.server_label.setText(f"{api} request · :{port}" if self._api_busy else f"API on :{port}")
+        whose = f" The figures shown are a request's through the {api} API." if self._api_busy else ""
         self.server_label.set_explanation(
-            f"The local API answers at {self._server_url}/v1 (Settings → Server)."
-            + (" The figures shown are an API request's." if self._api_busy else "")
+            f"The local API answers at {self._server_url} (OpenAI's and Anthropic's under /v1, Ollama's "
+            f"under /api; Settings → Server).{whose}"
         )
         self._fit()
 

@@ -21,6 +21,7 @@ import pytest
 
 from localchat.engine.types import FinishReason
 from localchat.host.events import Finished
+from localchat.host.sources import Surface, surface_of
 from localchat.host.supervisor import EngineSupervisor
 from tests.server.served import API_KEY, Served, serve
 
@@ -212,7 +213,7 @@ def test_disconnect_mid_stream_frees_the_engine(served: Served) -> None:
     # Judged by what the engine did, not by the clock (a busy machine takes its time): the job ended as
     # cancelled, long before its 500 tokens, and the engine is free for the next request.
     wait_idle(served.supervisor, 120.0)
-    ends = [e for e in served.events if isinstance(e, Finished) and e.source.startswith("api:")]
+    ends = [e for e in served.events if isinstance(e, Finished) and surface_of(e.source) is Surface.OPENAI]
     assert ends[-1].result.finish_reason is FinishReason.CANCELLED
     assert ends[-1].result.stats.generated_tokens < 400
     assert ask(client, "Hi", 4).choices[0].message.content

@@ -60,12 +60,27 @@ def test_the_api_shares_the_windows_engine_and_the_status_bar_says_so(qtbot, par
     body = {"model": "fake", "messages": [{"role": "user", "content": "slow"}], "max_tokens": 60}
     asker = threading.Thread(target=lambda: answers.append(api.post("/v1/chat/completions", json=body)))
     asker.start()
-    qtbot.waitUntil(lambda: status.server_label.text() == f"API request · :{port}", timeout=20_000)
+    qtbot.waitUntil(lambda: status.server_label.text() == f"OpenAI request · :{port}", timeout=20_000)
     qtbot.waitUntil(lambda: not asker.is_alive(), timeout=30_000)
     assert answers[0].status_code == 200
     assert answers[0].json()["choices"][0]["message"]["content"].startswith("t0 t1 ")
     qtbot.waitUntil(lambda: status.server_label.text() == f"API on :{port}", timeout=5_000)
     assert engine.state.pid == pid  # the same engine process answered the window's load and the API
+
+    # The bar says which API a request came through: here Anthropic's Messages API.
+    body = {"model": "fake", "messages": [{"role": "user", "content": "slow"}], "max_tokens": 60}
+    asker = threading.Thread(target=lambda: answers.append(api.post("/v1/messages", json=body)))
+    asker.start()
+    qtbot.waitUntil(lambda: status.server_label.text() == f"Anthropic request · :{port}", timeout=20_000)
+    assert "Anthropic API" in status.server_label.toolTip()
+    qtbot.waitUntil(lambda: not asker.is_alive(), timeout=30_000)
+    assert answers[1].status_code == 200 and answers[1].json()["content"][0]["text"].startswith("t0 t1 ")
+
+    # Web pages are refused unless allowed (Settings → Server → Allowed web pages).
+    page = {"Origin": "http://localhost:3000"}
+    assert api.post("/v1/chat/completions", json=body, headers=page).status_code == 403
+    parts.settings.set("server_allowed_origins", "http://localhost:3000")  # rebinds with it
+    assert api.get("/v1/models", headers=page).status_code == 200
 
     parts.settings.set("server_api_key", "s3cret")  # rebinds with the key
     assert api.get("/v1/models").status_code == 401
