@@ -338,6 +338,7 @@ class ChatSession(QObject):
             self._new_chat_tools if self._new_chat_tools is not None else self._settings.tools_in_chats)
         if self.mcp is None:
             return ToolsAvailability(False, on, "")
+        self.mcp.reload_if_changed()  # mcp.json edited by hand since: a stat, then the file if it changed
         servers = len(self.mcp.enabled)
         if not servers:
             return ToolsAvailability(False, on, "No tool server is switched on: add one in Settings → Tools.")

@@ -57,6 +57,7 @@ class ServerConfig:
     always_allowed: tuple[str, ...] = ()  # tools that run without asking ("autoApprove")
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys other apps wrote, kept as they were
     problem: str = ""
+    raw: Any = None  # an entry with a problem: as the file held it, written back as it was
 
     @property
     def kind(self) -> str:
@@ -74,8 +75,13 @@ class ServerConfig:
         kept = tuple(t for t in self.always_allowed if t != tool)
         return replace(self, always_allowed=(*kept, tool) if allowed else kept)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> Any:
         """The entry as mcp.json holds it: the user's own keys first, in their order, then ours."""
+        if self.problem and self.raw is not None:
+            if not isinstance(self.raw, dict):
+                return self.raw
+            kept = {k: v for k, v in self.raw.items() if k != "disabled"}
+            return kept if self.enabled else {**kept, "disabled": True}
         entry: dict[str, Any] = dict(self.extra)
         if self.kind == HTTP:
             entry["url"] = self.url
@@ -139,6 +145,11 @@ def default_path() -> Path:
 
 def parse_server(name: str, raw: object) -> ServerConfig:
     """One mcpServers entry; a wrong one comes back with ``problem`` saying what is wrong with it."""
+    server = _parse_server(name, raw)
+    return replace(server, raw=raw) if server.problem else server
+
+
+def _parse_server(name: str, raw: object) -> ServerConfig:
     if not isinstance(raw, dict):
         return ServerConfig(name, problem=f"The entry of tool server '{name}' is not an object.")
     extra = {k: v for k, v in raw.items() if k not in _KNOWN_KEYS}
