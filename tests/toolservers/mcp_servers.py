@@ -70,7 +70,7 @@ def make_server(kind: str, root: Path | None) -> Server[Any]:
         if name in ("add", "multiply"):
             a, b = float(args["a"]), float(args["b"])
             value = a + b if name == "add" else a * b
-            return text(f"{value:g}")
+            return text(str(int(value)) if value.is_integer() else repr(value))
         if name == "list_files":
             assert root is not None
             folder = (root / str(args.get("path", "."))).resolve()
