@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from localchat.services.starter_advisor import StarterAdvisor
 from localchat.services.download_service import DownloadService
 from localchat.services.main_thread_gc import MainThreadCollector
+from localchat.services.mcp_service import McpService
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class AppParts:
     downloads: DownloadService | None = None  # running downloads are cancelled when the app quits
     server: ApiServerSwitch | None = None  # the local API (Settings → Server), stopped when the app quits
     models: ModelsWiring | None = None  # the model manager and the starter advice
+    tools: McpService | None = None  # the tool servers (Settings → Tools), stopped when the app quits
 
 
 def _catalog_or_none() -> Catalog | None:
@@ -296,10 +298,13 @@ def build_main_window(
     engine: EnginePort | None = None,
     max_tokens: int | None = None,
     autoload: bool = True,
+    log_dir: Path | None = None,
 ) -> AppParts:
     """Build the window and everything behind it. ``engine`` replaces the real client in tests.
 
     ``max_tokens`` caps every reply over the ``max_reply_tokens`` setting (None: the setting).
+    The tool servers' list is mcp.json beside settings.toml; their own messages go to ``log_dir``
+    (the user's log folder by default).
     """
     settings = SettingsService(SettingsFile(config_dir))
     for message in settings.load_messages:
@@ -307,9 +312,12 @@ def build_main_window(
     data = Path(data_dir) if data_dir is not None else folders.data_dir()
     store, recovery = ConversationStore.open_or_recover(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
-    session = ChatSession(store, client, settings, max_tokens=max_tokens)
+    tools = McpService(settings.file.dir / "mcp.json", log_dir if log_dir is not None else folders.log_dir())
+    session = ChatSession(store, client, settings, max_tokens=max_tokens, mcp=tools)
     window = MainWindow(session, settings, client)
     session.setParent(window)
+    tools.setParent(window)
+    window.tool_servers = tools
     downloads = _make_downloader(settings, window)
     from localchat.services.hub_token_service import HubTokenService
     from localchat.services.starter_advisor import StarterAdvisor
@@ -323,8 +331,8 @@ def build_main_window(
     client.state_changed.connect(models.observe)
     window.hub_token = HubTokenService(parent=window)
     server = ApiServerSwitch(settings, client.supervisor, window.status.set_server, window.show_notice)
-    if settings.load_messages:
-        window.show_notice(" ".join(settings.load_messages))
+    if settings.load_messages or tools.load_messages:
+        window.show_notice(" ".join([*settings.load_messages, *tools.load_messages]))
     last = settings.last_model_path
     if autoload and last and Path(last).is_file():
         draft = settings.last_draft_path or None
@@ -333,8 +341,9 @@ def build_main_window(
         window.show_welcome(True)
     if recovery is not None:
         window.show_history_recovered(recovery.headline, recovery.details)
-    messages = list(settings.load_messages)
-    return AppParts(window, client, store, settings, messages, session, recovery, downloads, server, models)
+    messages = [*settings.load_messages, *tools.load_messages]
+    return AppParts(window, client, store, settings, messages, session, recovery, downloads, server, models,
+                    tools)
 
 
 def setup_logging(log_dir: Path | None = None) -> Path | None:
@@ -397,6 +406,8 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         parts.downloads.cancel_all()  # the .part files are closed and resume next time
     if parts.server is not None:
         parts.server.stop()
+    if parts.tools is not None:
+        parts.tools.close()  # every tool server's process ends with the app
     parts.engine.shutdown()
     parts.store.close()
     guard.release()

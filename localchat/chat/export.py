@@ -3,7 +3,11 @@
 The JSON carries what the store knows of each message: role, text, when it was
 written, whether it was complete, and a reply's statistics as the services
 layer stored them (tokens, seconds, drafted and accepted tokens, the model's
-name). ``FORMAT`` names the layout so a reader can tell a later change.
+name); a reply that used tools carries its rounds (each call's tool, server,
+arguments, result, outcome and time) and the sentences said along the way, and
+a thinking model's reply its thinking. ``FORMAT`` names the layout so a reader
+can tell a later change (2 added ``tool_rounds``, ``notes`` and ``reasoning``).
+The Markdown shows each tool call with its arguments and result.
 Writing goes to a temporary file beside the target and is renamed over it,
 so a failed export never leaves half a file where an earlier one was; a
 failure is ``ExportError`` with a sentence.
@@ -21,9 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from localchat.chat.rounds import ToolCallRecord, ToolRound
 from localchat.chat.store import Conversation, Message
 
-FORMAT = "localchat-chat/1"
+FORMAT = "localchat-chat/2"
 KINDS = ("markdown", "json")
 _ROLE_HEADINGS = {"user": "You", "assistant": "Assistant", "system": "System"}
 
@@ -46,10 +51,68 @@ def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
         model = (message.stats or {}).get("model")
         if message.role == "assistant" and isinstance(model, str) and model:
             who = model
-        lines += [f"## {who}", "", message.content.rstrip(), ""]
+        lines += [f"## {who}", ""]
+        if message.reasoning.strip():
+            lines += [_quoted("Thinking", message.reasoning), ""]
+        for round_ in message.tools.rounds:
+            lines += _round_markdown(round_)
+        lines += [f"_{note}_" for note in message.tools.notes] + ([""] if message.tools.notes else [])
+        lines += [message.content.rstrip(), ""]
         if message.role == "assistant" and not message.complete:
             lines += ["_(stopped before the end)_", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _quoted(title: str, text: str) -> str:
+    body = [f"> {line}" if line else ">" for line in text.strip().splitlines()]
+    return "\n".join([f"> **{title}**", ">", *body])
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks in ``text``."""
+    run = best = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        best = max(best, run)
+    return "`" * max(3, best + 1)
+
+
+def _call_markdown(call: ToolCallRecord) -> list[str]:
+    where = f" ({call.server})" if call.server else ""
+    outcome = "" if call.status == "done" else f", {call.status.replace('_', ' ')}"
+    lines = [f"**Tool call:** `{call.name}`{where}, {call.seconds:.1f} s{outcome}", ""]
+    fence = _fence(call.arguments + call.result)
+    lines += [f"{fence}json", call.arguments or "{}", fence, ""]
+    if call.note:
+        lines += [f"_{call.note}_", ""]
+    lines += ["Result:", "", fence, call.result, fence, ""]
+    return lines
+
+
+def _round_markdown(round_: ToolRound) -> list[str]:
+    lines = [_quoted("Thinking", round_.reasoning), ""] if round_.reasoning.strip() else []
+    if round_.text.strip():
+        lines += [round_.text.rstrip(), ""]
+    for call in round_.calls:
+        lines += _call_markdown(call)
+    return lines
+
+
+def _tools_json(message: Message) -> dict[str, Any]:
+    if not message.tools and not message.reasoning:
+        return {}
+    extra: dict[str, Any] = {}
+    if message.tools.rounds:
+        extra["tool_rounds"] = [
+            {"text": r.text, "reasoning": r.reasoning, "stats": r.stats,
+             "calls": [dict(c.__dict__) for c in r.calls]}
+            for r in message.tools.rounds
+        ]
+    if message.tools.notes:
+        extra["notes"] = list(message.tools.notes)
+    if message.reasoning:
+        extra["reasoning"] = message.reasoning
+    return extra
 
 
 def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
@@ -67,6 +130,7 @@ def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
                 "created": _iso(m.created),
                 "complete": m.complete,
                 "stats": m.stats,
+                **_tools_json(m),
             }
             for m in messages
         ],

@@ -35,12 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from localchat.chat import rounds as tool_rounds
+from localchat.chat.rounds import ReplyTools
 from localchat.settings import folders
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "chats.sqlite3"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 ROLES = ("system", "user", "assistant")
 
 JsonObject = dict[str, Any]
@@ -77,6 +79,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: (
         "ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 1",
         "ALTER TABLE messages ADD COLUMN variant_group INTEGER",
+    ),
+    # Tools in the chat: a reply's tool rounds (chat/rounds.py) as JSON, and the model's thinking.
+    4: (
+        "ALTER TABLE messages ADD COLUMN tools TEXT",
+        "ALTER TABLE messages ADD COLUMN reasoning TEXT",
     ),
 }
 
@@ -179,6 +186,8 @@ class Message:
     complete: bool  # False while streaming, or when stopped or cut short by an engine crash
     shown: bool = True  # False for an earlier answer the user switched away from
     variant_group: int | None = None  # shared by the answers to one message; None: the only one
+    tools: ReplyTools = field(default_factory=ReplyTools)  # a reply's tool rounds before its answer
+    reasoning: str = ""  # a reply's thinking before its answer
 
 
 class ConversationStore:
@@ -273,7 +282,8 @@ class ConversationStore:
             SELECT * FROM conversations c
             WHERE c.title LIKE :p ESCAPE '\\'
                OR EXISTS (SELECT 1 FROM messages m
-                          WHERE m.conversation_id = c.id AND m.content LIKE :p ESCAPE '\\')
+                          WHERE m.conversation_id = c.id AND (m.content LIKE :p ESCAPE '\\'
+                                                              OR m.tools LIKE :p ESCAPE '\\'))
             ORDER BY c.updated DESC, c.id DESC
             """,
             {"p": pattern},
@@ -355,9 +365,11 @@ class ConversationStore:
         stats: JsonObject | None = None,
         complete: bool = True,
         variant_of: int | None = None,
+        tools: ReplyTools | None = None,
+        reasoning: str = "",
     ) -> Message:
         """Add a message; ``variant_of`` makes it another answer in that message's place (regenerate):
-        the earlier answers are kept, hidden, and this one is shown."""
+        the earlier answers are kept, hidden, and this one is shown. ``tools``: a reply's tool rounds."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         now = time.time()
@@ -372,13 +384,16 @@ class ConversationStore:
                 group = row[0] if row[0] is not None else variant_of
                 db.execute("UPDATE messages SET variant_group = ? WHERE id = ?", (group, variant_of))
                 db.execute("UPDATE messages SET shown = 0 WHERE variant_group = ?", (group,))
+            kept = tools or ReplyTools()
             cur = db.execute(
                 "INSERT INTO messages (conversation_id, role, content, stats, created, complete, "
-                "variant_group) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, stats_json, now, int(complete), group),
+                "variant_group, tools, reasoning) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, stats_json, now, int(complete), group,
+                 tool_rounds.dump(kept), reasoning or None),
             )
             assert cur.lastrowid is not None
-            return Message(cur.lastrowid, conversation_id, role, content, stats, now, complete, True, group)
+            return Message(cur.lastrowid, conversation_id, role, content, stats, now, complete, True, group,
+                           kept, reasoning)
 
     def update_message(
         self,
@@ -387,8 +402,11 @@ class ConversationStore:
         content: str | None = None,
         complete: bool | None = None,
         stats: JsonObject | None = None,
+        tools: ReplyTools | None = None,
+        reasoning: str | None = None,
     ) -> Message:
-        """Change a message's content, complete flag and/or stats (None leaves a field as it is)."""
+        """Change a message's content, complete flag, stats, tool rounds and/or thinking (None leaves a
+        field as it is)."""
         now = time.time()
         with self._write() as db:
             row = db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -400,10 +418,14 @@ class ConversationStore:
                 content=old.content if content is None else content,
                 stats=old.stats if stats is None else stats,
                 complete=old.complete if complete is None else complete,
+                tools=old.tools if tools is None else tools,
+                reasoning=old.reasoning if reasoning is None else reasoning,
             )
             db.execute(
-                "UPDATE messages SET content = ?, stats = ?, complete = ? WHERE id = ?",
-                (new.content, _dump_stats(new.stats), int(new.complete), message_id),
+                "UPDATE messages SET content = ?, stats = ?, complete = ?, tools = ?, reasoning = ? "
+                "WHERE id = ?",
+                (new.content, _dump_stats(new.stats), int(new.complete), tool_rounds.dump(new.tools),
+                 new.reasoning or None, message_id),
             )
             self._touch(db, old.conversation_id, now)
             return new
@@ -625,4 +647,6 @@ def _message(row: sqlite3.Row) -> Message:
         bool(row["complete"]),
         bool(row["shown"]),
         row["variant_group"],
+        tool_rounds.load(row["tools"], f"message {row['id']}"),
+        row["reasoning"] or "",
     )

@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The settings a chat may hold its own value of (by option name), over the app's.
-CHAT_OPTIONS = ("temperature", "max_reply_tokens")
+# The settings a chat may hold its own value of (by option name), over the app's: the Chat settings
+# dialog's, and whether tools are offered in it (the Tools button under the message box).
+CHAT_OPTIONS = ("temperature", "max_reply_tokens", "tools_in_chats")
+DIALOG_OPTIONS = ("temperature", "max_reply_tokens")
 
 
 class ChatOptions:
@@ -50,6 +52,11 @@ class ChatOptions:
                 raise ValueError(f"{name} is not a setting a chat can hold")
             checked[name] = OPTIONS_BY_NAME[name].validate(value)
         return checked
+
+    def tools_on(self, conversation_id: int | None) -> bool:
+        """Whether this chat offers tools (its own choice, else the tools_in_chats setting)."""
+        own = self.values(conversation_id) if conversation_id is not None else {}
+        return bool(own.get("tools_in_chats", self._settings.tools_in_chats))
 
     def reply_settings(self, conversation_id: int | None) -> tuple[float, int]:
         """The temperature and reply length the next reply in this chat is written with."""

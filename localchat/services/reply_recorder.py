@@ -6,17 +6,23 @@ save even if the engine falls silent), and at the end with its statistics.
 Killing the app mid-reply keeps what the user saw, give or take the last two
 seconds. A write that fails is remembered as a sentence for the reply's end,
 never a lost reply: the text stays on screen.
+
+A reply that used tools is one stored message too: each round the model ended
+with tool calls (its text, thinking, figures and calls) is kept with it as it
+happens (``end_round``, ``set_calls``), and the text streamed after the
+results is the answer (see chat/rounds.py).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, QTimer
 
 from localchat.chat import ChatStoreError, ConversationStore, NotFoundError
+from localchat.chat.rounds import ReplyTools, ToolCallRecord, ToolRound
 from localchat.engine.textruns import concat_runs
 from localchat.engine.types import FinishReason, GenerationResult, TokenEvent
 from localchat.services.shown import stats_json
@@ -37,6 +43,14 @@ class Reply:
     saved_at: float = 0.0
     save_problem: str = ""
     replaces: int | None = None  # regenerate: the answer this one joins as another variant
+    reasoning: str = ""  # the thinking of the round being written
+    rounds: list[ToolRound] = field(default_factory=list)  # the rounds that ended in tool calls
+    notes: list[str] = field(default_factory=list)  # sentences said along the way
+    tools_saved: ReplyTools = field(default_factory=ReplyTools)
+
+    @property
+    def tools(self) -> ReplyTools:
+        return ReplyTools(tuple(self.rounds), tuple(self.notes))
 
 
 class ReplyRecorder(QObject):
@@ -59,6 +73,7 @@ class ReplyRecorder(QObject):
         assert reply is not None
         runs = event.drafted_runs if sum(event.drafted_runs) == len(event.text) else (len(event.text),)
         reply.text += event.text
+        reply.reasoning += event.reasoning
         reply.drafted = concat_runs(reply.drafted, runs)
         wait = reply.saved_at + SAVE_INTERVAL_S - self._clock()
         if reply.message_id is None or wait <= 0:
@@ -66,6 +81,33 @@ class ReplyRecorder(QObject):
         elif not self._save_timer.isActive():
             self._save_timer.start(max(1, int(wait * 1000)))
         return runs
+
+    def end_round(self, result: GenerationResult, calls: tuple[ToolCallRecord, ...]) -> None:
+        """The model ended this round with tool calls: keep its text, thinking and figures with the calls,
+        and start the next round's text empty."""
+        reply = self.reply
+        assert reply is not None
+        text = result.text if len(result.text) >= len(reply.text) else reply.text
+        reasoning = result.reasoning or reply.reasoning
+        reply.rounds.append(ToolRound(text, calls, reasoning, stats_json(result, (), 0)))
+        reply.text, reply.drafted, reply.reasoning, reply.saved_len = "", (), "", 0
+        self._save_partial()
+
+    def set_calls(self, calls: tuple[ToolCallRecord, ...]) -> None:
+        """The last round's calls as they stand now (their results, once they have them)."""
+        reply = self.reply
+        if reply is None or not reply.rounds:
+            return
+        reply.rounds[-1] = replace(reply.rounds[-1], calls=calls)
+        self._save_partial()
+
+    def add_note(self, sentence: str) -> None:
+        """A sentence said while the reply is written (a server that failed), kept with the reply."""
+        reply = self.reply
+        if reply is None or not sentence or sentence in reply.notes:
+            return
+        reply.notes.append(sentence)
+        self._save_partial()
 
     def end(self, result: GenerationResult | None) -> tuple[Reply | None, str]:
         """Keep the reply with its statistics; the reply as kept and a sentence if it could not be."""
@@ -75,16 +117,22 @@ class ReplyRecorder(QObject):
             return None, ""
         if result is not None and result.text and len(result.text) >= len(reply.text):
             reply.text, reply.drafted = result.text, result.drafted_runs
+        if result is not None and result.reasoning:
+            reply.reasoning = result.reasoning
         return reply, self._save_final(reply, result)
 
     def _on_save_timer_timeout(self) -> None:
         self._save_partial()
 
     def _save_partial(self) -> None:
-        """Keep the streamed text so far (the row is created with the first text)."""
+        """Keep the streamed text so far, and the tool rounds (the row is created with the first of them)."""
         reply = self.reply
         self._save_timer.stop()
-        if reply is None or len(reply.text) == reply.saved_len or not reply.text.strip():
+        if reply is None:
+            return
+        tools = reply.tools
+        text_new = len(reply.text) != reply.saved_len and bool(reply.text.strip())
+        if not text_new and tools == reply.tools_saved:
             return
         reply.saved_at = self._clock()
         try:
@@ -93,11 +141,11 @@ class ReplyRecorder(QObject):
                 row = self._store.add_message(
                     reply.conversation_id, "assistant", reply.text,
                     stats={"model": reply.model} if reply.model else None, complete=False,
-                    variant_of=reply.replaces,
+                    variant_of=reply.replaces, tools=tools,
                 )
                 reply.message_id = row.id
             else:
-                self._store.update_message(reply.message_id, content=reply.text)
+                self._store.update_message(reply.message_id, content=reply.text, tools=tools)
         except NotFoundError:
             reply.save_problem = ""  # the user deleted the chat while its reply was being written
             return
@@ -106,6 +154,7 @@ class ReplyRecorder(QObject):
             reply.save_problem = str(exc)
             return
         reply.saved_len = len(reply.text)
+        reply.tools_saved = tools
 
     def _save_final(self, reply: Reply, result: GenerationResult | None) -> str:
         stats = stats_json(result, reply.drafted, len(reply.text)) if result is not None else None
@@ -115,12 +164,13 @@ class ReplyRecorder(QObject):
         try:
             if reply.message_id is not None:
                 self._store.update_message(
-                    reply.message_id, content=reply.text, complete=complete, stats=stats
+                    reply.message_id, content=reply.text, complete=complete, stats=stats, tools=reply.tools,
+                    reasoning=reply.reasoning,
                 )
-            elif reply.text.strip():
+            elif reply.text.strip() or reply.tools:
                 row = self._store.add_message(
                     reply.conversation_id, "assistant", reply.text, stats=stats, complete=complete,
-                    variant_of=reply.replaces,
+                    variant_of=reply.replaces, tools=reply.tools, reasoning=reply.reasoning,
                 )
                 reply.message_id = row.id
         except NotFoundError:

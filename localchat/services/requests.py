@@ -11,6 +11,7 @@ from localchat.engine.types import (
     GenerationRequest,
     SamplingParams,
     SpeculationConfig,
+    Tool,
 )
 from localchat.settings import OptionReader, folders
 
@@ -25,8 +26,11 @@ def build_request(
     session: str = "",
     resume_speculation: bool = False,
     temperature: float | None = None,
+    tools: Sequence[Tool] = (),
+    separate_reasoning: bool = False,
 ) -> GenerationRequest:
-    """The request for one reply; ``temperature`` is a chat's own, over the setting's."""
+    """The request for one reply; ``temperature`` is a chat's own, over the setting's. ``tools``: the
+    tool servers' tools, which the model may call (the engine reads its calls and constrains them)."""
     messages = list(history)
     if system_prompt.strip():
         messages.insert(0, ChatMessage("system", system_prompt.strip()))
@@ -48,6 +52,8 @@ def build_request(
             resume=resume_speculation and speculation_enabled,
         ),
         session=session,
+        tools=tuple(tools),
+        separate_reasoning=separate_reasoning,
     )
 
 

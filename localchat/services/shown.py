@@ -4,10 +4,11 @@ ChatSession emits), and a reply's statistics as the store keeps them."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from localchat.chat import Message
+from localchat.chat.rounds import ReplyTools
 from localchat.engine.stats import GenerationStats
 from localchat.engine.textruns import valid_runs
 from localchat.engine.types import FinishReason, GenerationResult
@@ -26,6 +27,8 @@ class ShownMessage:
     model: str = ""  # the name of the model that wrote a reply ("" when not recorded)
     id: int | None = None  # the stored row (delete, copy, switch between answers)
     variant: tuple[int, int] = (1, 1)  # which of the answers to its message this one is, of how many
+    tools: ReplyTools = field(default_factory=ReplyTools)  # a reply's tool rounds before its answer
+    reasoning: str = ""  # a reply's thinking before its answer
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class ReplyEnd:
     sentence: str = ""  # why it ended early, a save problem, the engine's notice; may be empty
     message_id: int | None = None  # the stored reply (None: not kept, the text stays as shown)
     variant: tuple[int, int] = (1, 1)  # which of the answers to its message it is, of how many
+    tools: ReplyTools = field(default_factory=ReplyTools)  # its rounds and the sentences said on the way
+    reasoning: str = ""  # its thinking before the answer
 
 
 def stats_json(result: GenerationResult, drafted: tuple[int, ...], length: int) -> dict[str, Any]:
@@ -61,7 +66,7 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _stats(stored: dict[str, Any]) -> GenerationStats | None:
+def read_stats(stored: dict[str, Any]) -> GenerationStats | None:
     """The statistics kept with a reply, or None when there are none or they do not read back (a file
     from another version, edited by hand): every figure a number, every list a list of numbers."""
     defaults = GenerationStats()
@@ -82,7 +87,7 @@ def _stats(stored: dict[str, Any]) -> GenerationStats | None:
 
 def shown(message: Message, variant: tuple[int, int] = (1, 1)) -> ShownMessage:
     stored = message.stats or {}
-    stats = _stats(stored)
+    stats = read_stats(stored)
     try:
         reason: FinishReason | None = FinishReason(stored.get("finish_reason"))
     except ValueError:
@@ -91,5 +96,5 @@ def shown(message: Message, variant: tuple[int, int] = (1, 1)) -> ShownMessage:
     model = stored.get("model")
     return ShownMessage(
         message.role, message.content, stats, reason, runs, message.complete,
-        model if isinstance(model, str) else "", message.id, variant,
+        model if isinstance(model, str) else "", message.id, variant, message.tools, message.reasoning,
     )

@@ -122,6 +122,7 @@ SAMPLING = "Sampling"
 ENGINE = "Engine"
 WORKERS = "Workers"
 SERVER = "Server"
+TOOLS = "Tools"
 APPEARANCE = "Appearance"
 STATE = "State"
 
@@ -407,6 +408,49 @@ OPTIONS: tuple[Option, ...] = (
         "the queue, or start a tool. To let a browser app in, list its origin here (e.g. "
         "http://localhost:3000), separated by commas; * allows every page.",
         SERVER,
+    ),
+    # Tools (the tool servers themselves are listed in mcp.json, on the same page)
+    Option(
+        "tools_in_chats",
+        bool,
+        True,
+        "Offer tools in chats",
+        "Send the tools of the switched-on tool servers to the model with each message. A chat can "
+        "turn them off for itself with the Tools button under the message box.",
+        TOOLS,
+    ),
+    Option(
+        "tool_rounds_max",
+        int,
+        5,
+        "Tool rounds per message",
+        "The most times one message may go to the tools and back to the model; a request for tools "
+        "after that is not run, and the reply says so.",
+        TOOLS,
+        minimum=1,
+        maximum=50,
+        step=1,
+    ),
+    Option(
+        "tool_timeout_s",
+        int,
+        60,
+        "Tool time-out (seconds)",
+        "How long a tool may take to answer (and a tool server to start) before it is stopped and "
+        "the reply goes on without it.",
+        TOOLS,
+        minimum=1,
+        maximum=3600,
+        step=5,
+    ),
+    Option(
+        "tools_for_untrained_models",
+        bool,
+        False,
+        "Offer tools to models not trained for them",
+        "A model whose chat template has no tools gets them described in its system prompt instead; "
+        "small models often call them wrongly, so tools are off for such models unless this is on.",
+        TOOLS,
     ),
     # Appearance
     Option(

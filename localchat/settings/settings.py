@@ -154,6 +154,24 @@ class OptionReader:
     def server_api_key(self) -> str:
         return self.get_str("server_api_key")
 
+    # Tools
+    @property
+    def tools_in_chats(self) -> bool:
+        return self.get_bool("tools_in_chats")
+
+    @property
+    def tool_rounds_max(self) -> int:
+        return self.get_int("tool_rounds_max")
+
+    @property
+    def tool_timeout_s(self) -> int:
+        return self.get_int("tool_timeout_s")
+
+    @property
+    def tools_for_untrained_models(self) -> bool:
+        return self.get_bool("tools_for_untrained_models")
+
+    # Appearance
     @property
     def server_allowed_origins(self) -> str:
         """The origins of the web pages allowed to call the API, separated by commas ("": none)."""

@@ -4,7 +4,7 @@ suggestion line, the message box and its buttons, laid out; the window connects 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from localchat.ui.chat_view import ChatView
 from localchat.ui.composer import Composer
@@ -25,6 +25,12 @@ class ChatPage(QWidget):
         self.stop_button.setToolTip("Stop the reply (Esc)")
         self.regenerate_button = QPushButton("Regenerate", self)
         self.edit_button = QPushButton("Edit last message", self)
+        # This chat's tools on or off (greyed, with the reason, where there are none to offer).
+        self.tools_button = QToolButton(self)
+        self.tools_button.setObjectName("tools_button")
+        self.tools_button.setText("Tools")
+        self.tools_button.setCheckable(True)
+        self.tools_button.setAutoRaise(False)
         self.notice = QLabel("", self)
         self.notice.setObjectName("notice")
         self.notice.setWordWrap(True)
@@ -37,6 +43,7 @@ class ChatPage(QWidget):
         buttons.addWidget(self.edit_button)
         buttons.addWidget(self.regenerate_button)
         buttons.addStretch(1)
+        buttons.addWidget(self.tools_button)
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.send_button)
         layout = QVBoxLayout(self)

@@ -10,6 +10,11 @@ header is a named anchor, so the click's document position finds its message.
 A reply that was regenerated shows "‹ 2/3 ›" there, to switch between the
 answers kept. The view only asks: deleting and switching are the window's and
 the session's business.
+
+A reply that used tools shows its rounds above its answer, each call a folded
+block, and a thinking model's thinking folds the same way (ui/tool_blocks.py);
+while a reply is written, its rounds so far and the calls being asked about or
+run are shown as they change (``set_live_tools``).
 """
 
 from __future__ import annotations
@@ -17,17 +22,19 @@ from __future__ import annotations
 import html
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from PySide6.QtCore import QEvent, QPoint, QTimer, QUrl, Signal
 from PySide6.QtGui import QContextMenuEvent, QDesktopServices, QGuiApplication, QPalette
 from PySide6.QtWidgets import QMenu, QTextBrowser, QWidget
 
+from localchat.chat.rounds import ReplyTools
 from localchat.engine.textruns import concat_runs, flags_from_runs
 from localchat.services.qt_signals import emit
 from localchat.services.shown import ShownMessage
 from localchat.ui import formatting
 from localchat.ui.markdown_render import Colors, mark_drafted, render_message
+from localchat.ui.tool_blocks import thinking_block, tools_html
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +50,8 @@ class DisplayMessage:
     label: str = ""  # who wrote a reply: the model's name ("" shows "Assistant")
     message_id: int | None = None  # the stored row; None for a notice or a reply the store did not keep
     variant: tuple[int, int] = (1, 1)  # a reply: which of the answers to its message, of how many
+    tools: ReplyTools = field(default_factory=ReplyTools)  # a reply's tool rounds before its answer
+    reasoning: str = ""  # a reply's thinking before its answer
 
 
 def display_message(message: ShownMessage) -> DisplayMessage:
@@ -51,7 +60,7 @@ def display_message(message: ShownMessage) -> DisplayMessage:
     if message.role == "assistant" and not message.complete and message.stats is None:
         footer = "Interrupted."
     return DisplayMessage(message.role, message.content, footer, message.drafted_runs, message.model,
-                          message.id, message.variant)
+                          message.id, message.variant, message.tools, message.reasoning)
 
 
 def palette_colors(palette: QPalette) -> Colors:
@@ -101,6 +110,9 @@ class ChatView(QTextBrowser):
         self._redraw_timer.setInterval(REDRAW_MS)
         self._placeholder = ""
         self._reading = ""  # shown in the streaming reply until its first text arrives
+        self._live_tools = ReplyTools()  # the streaming reply's tool rounds so far
+        self._live_reasoning = ""
+        self.expanded: set[str] = set()  # the folds that are open ("<message id>:<round>:<call>")
         self._connect_signals()
 
     def _connect_signals(self) -> None:
@@ -162,8 +174,32 @@ class ChatView(QTextBrowser):
         self._streaming = ""
         self._streaming_runs = ()
         self._streaming_label = label
+        self._live_tools = ReplyTools()
+        self._live_reasoning = ""
+        self.expanded = {k for k in self.expanded if not k.startswith("live:")}
         self.redraw()
         self._scroll_to_end()
+
+    @property
+    def live_tools(self) -> ReplyTools:
+        return self._live_tools
+
+    def set_live_tools(self, tools: ReplyTools) -> None:
+        """The streaming reply's rounds as they stand; a round that just ended takes the text so far."""
+        if self._streaming is None:
+            return
+        if len(tools.rounds) > len(self._live_tools.rounds):
+            self._streaming, self._streaming_runs, self._live_reasoning = "", (), ""
+        self._live_tools = tools
+        self.redraw()
+
+    def append_reasoning(self, text: str) -> None:
+        """Thinking streamed before the reply's text (shown folded)."""
+        if self._streaming is None or not text:
+            return
+        self._live_reasoning += text
+        if not self._redraw_timer.isActive():
+            self._redraw_timer.start()
 
     def append_reply(self, text: str, drafted: tuple[int, ...] = ()) -> None:
         """Add streamed text; ``drafted`` marks which of its characters came from accepted drafts."""
@@ -178,6 +214,7 @@ class ChatView(QTextBrowser):
     def end_reply(
         self, footer: str = "", text: str | None = None, drafted: tuple[int, ...] = (),
         message_id: int | None = None, variant: tuple[int, int] = (1, 1),
+        tools: ReplyTools | None = None, reasoning: str | None = None,
     ) -> str:
         """Turn the streaming reply into a finished message and return its text.
 
@@ -191,12 +228,18 @@ class ChatView(QTextBrowser):
             runs = drafted
         if sum(runs) != len(text):
             runs = ()
+        tools = self._live_tools if tools is None else tools
+        reasoning = self._live_reasoning if reasoning is None else reasoning
         self._streaming = None
         self._streaming_runs = ()
+        self._live_tools, self._live_reasoning = ReplyTools(), ""
         self._redraw_timer.stop()
-        if text or footer:
-            self._messages.append(
-                DisplayMessage("assistant", text, footer, runs, self._streaming_label, message_id, variant))
+        if message_id is not None:  # the folds opened while it was written stay open
+            self.expanded |= {k.replace("live:", f"{message_id}:", 1) for k in self.expanded
+                              if k.startswith("live:")}
+        if text or footer or tools:
+            self._messages.append(DisplayMessage("assistant", text, footer, runs, self._streaming_label,
+                                                 message_id, variant, tools, reasoning))
         self.redraw()
         self._scroll_to_end()
         return text
@@ -224,7 +267,9 @@ class ChatView(QTextBrowser):
         content = message.content
         if self._colour_drafted and message.role == "assistant" and any(message.drafted[1::2]):
             content = mark_drafted(content, flags_from_runs(message.drafted))
-        body = render_message(content, c, blocks, plain=message.role == "user")
+        body = render_message(content, c, blocks, plain=message.role == "user") if content.strip() else ""
+        if message.role == "assistant":
+            body = self._tools_html(message, blocks, index) + body
         footer = (
             f'<p style="color:{c.muted}; font-size:small;">{html.escape(message.footer)}</p>'
             if message.footer
@@ -251,6 +296,18 @@ class ChatView(QTextBrowser):
             )
         return f"{head}{body}{footer}"
 
+    def _tools_html(self, message: DisplayMessage, blocks: list[str], index: int | None) -> str:
+        """The reply's thinking and tool rounds, folded, above its answer."""
+        owner = str(message.message_id) if message.message_id is not None and index is not None else (
+            "live" if index is None else f"m{index}")
+        parts = []
+        if message.tools:
+            parts.append(tools_html(message.tools, owner, self.expanded, self._colors, blocks))
+        if message.reasoning.strip():
+            key = f"{owner}:t"
+            parts.append(thinking_block(message.reasoning, key, key in self.expanded, self._colors))
+        return "".join(parts)
+
     def _switcher(self, message_id: int, variant: tuple[int, int]) -> str:
         """"‹ 2/3 ›" after a reply's name: the earlier and later answers regenerate kept."""
         c = self._colors
@@ -271,13 +328,12 @@ class ChatView(QTextBrowser):
         self._code_blocks = []
         parts = [self._message_html(i, m) for i, m in enumerate(self._messages)]
         if self._streaming is not None:
-            shown = self._streaming or (f"*{self._reading}…*" if self._reading else "…")
+            waiting = not self._live_tools and not self._live_reasoning
+            shown = self._streaming or (f"*{self._reading}…*" if self._reading else "…" if waiting else "")
             runs = self._streaming_runs if self._streaming else ()
-            parts.append(
-                self._render(
-                    DisplayMessage("assistant", shown, drafted=runs), self._code_blocks, self._streaming_label
-                )
-            )
+            live = DisplayMessage("assistant", shown, drafted=runs, tools=self._live_tools,
+                                  reasoning=self._live_reasoning)
+            parts.append(self._render(live, self._code_blocks, self._streaming_label))
         if not parts and self._placeholder:
             parts.append(
                 f'<p align="center" style="color:{self._colors.muted};">{html.escape(self._placeholder)}</p>'
@@ -391,5 +447,16 @@ class ChatView(QTextBrowser):
             message_id, _, step = url.path().partition(":")
             if message_id.isdigit() and step in ("-1", "1"):
                 emit(self.variant_requested, int(message_id), int(step))
+        elif url.scheme() == "fold":
+            self.toggle_fold(url.path())
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)
+
+    def toggle_fold(self, key: str) -> None:
+        """Open or close one folded block (a tool call, a thinking block)."""
+        self.expanded ^= {key}
+        self._cache.clear()
+        bar = self.verticalScrollBar()
+        scroll = bar.value()
+        self.redraw()
+        bar.setValue(scroll)

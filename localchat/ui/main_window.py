@@ -26,28 +26,23 @@ from PySide6.QtWidgets import (
 from localchat.engine.types import EngineInfo
 from localchat.host.events import EngineState, Phase
 from localchat.host.failure_words import Audience, dropped_workers_sentence, sentence
-from localchat.services.chat_options import CHAT_OPTIONS
+from localchat.services.chat_options import DIALOG_OPTIONS
 from localchat.services.chat_session import ChatSession
 from localchat.services.engine_port import EnginePort
 from localchat.services.requests import build_engine_config
 from localchat.services.shown import ReplyEnd, ReplyStart
 from localchat.settings import OPTIONS
-from localchat.ui import formatting
+from localchat.ui import dialogs, formatting
 from localchat.ui.chat_page import ChatPage
 from localchat.ui.chat_settings_dialog import ChatSettingsDialog
 from localchat.ui.chat_view import display_message
-from localchat.ui.dialogs import (
-    ask_delete_following,
-    ask_export_path,
-    ask_model_file,
-    history_recovered_dialog,
-    open_log_folder,
-)
 from localchat.ui.menus import WindowMenus
 from localchat.ui.settings_dialog import SettingsDialog, TokenKeeper
 from localchat.ui.sidebar import ConversationItem, ConversationSidebar
 from localchat.ui.status_bar import SpeculationStatusBar
 from localchat.ui.theme import apply_theme
+from localchat.ui.tools_page import ToolServersKeeper
+from localchat.ui.tools_wiring import ToolsWiring
 from localchat.ui.welcome import WelcomePanel
 
 if TYPE_CHECKING:
@@ -84,6 +79,7 @@ class MainWindow(QMainWindow):
         self._phase = engine.state.phase
         self.history_dialog: QMessageBox | None = None
         self.hub_token: TokenKeeper | None = None  # the Settings dialog's Hugging Face tab, set by app.py
+        self.tool_servers: ToolServersKeeper | None = None  # the Settings dialog's Tools tab, set by app.py
 
         self.sidebar = ConversationSidebar(self)
         page = ChatPage(self)
@@ -103,6 +99,7 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([240, 900])
         self.setCentralWidget(self.splitter)
+        self.tools = ToolsWiring(self, session, page.tools_button, self.chat_view, self.status)
 
         self.menus = WindowMenus(self, self._settings.speculation)
         self.menus.name_shortcuts(self.regenerate_button, self.edit_button, self.sidebar.new_button,
@@ -166,7 +163,7 @@ class MainWindow(QMainWindow):
         menus.manager_action.triggered.connect(self.model_manager_requested)
         menus.benchmark_action.triggered.connect(self._on_benchmark_action_triggered)
         menus.settings_action.triggered.connect(self._on_settings_action_triggered)
-        menus.log_folder_action.triggered.connect(lambda: self.show_notice(open_log_folder()))
+        menus.log_folder_action.triggered.connect(lambda: self.show_notice(dialogs.open_log_folder()))
         menus.search_action.triggered.connect(self._on_search_action_triggered)
         menus.regenerate_action.triggered.connect(session.regenerate)
         menus.edit_action.triggered.connect(self.edit_last)
@@ -190,7 +187,7 @@ class MainWindow(QMainWindow):
 
     def show_history_recovered(self, headline: str, details: str) -> None:
         """Say, in a dialog that does not block, that the chat history was set aside and where it is."""
-        self.history_dialog = history_recovered_dialog(self, headline, details)
+        self.history_dialog = dialogs.history_recovered_dialog(self, headline, details)
 
     def show_notice(self, text: str) -> None:
         """One sentence under the chat (an error, or what just happened); empty hides it."""
@@ -235,7 +232,7 @@ class MainWindow(QMainWindow):
     def export_conversation(self, conversation_id: int, kind: str) -> None:
         """Ask where to write the chat, then write it; the outcome is one sentence under the chat."""
         title = self.session.conversation(conversation_id).title
-        target = ask_export_path(self, title, kind)
+        target = dialogs.ask_export_path(self, title, kind)
         if target is not None:
             problem = self.session.export(conversation_id, kind, target)
             self.show_notice(problem or f"Exported “{title}” to {target}.")
@@ -249,7 +246,7 @@ class MainWindow(QMainWindow):
         shown = [m for m in self.chat_view.messages if m.message_id == message_id]
         with_following: bool | None = False
         if shown and shown[0].role == "user" and self.session.has_messages_after(message_id):
-            with_following = ask_delete_following(self)
+            with_following = dialogs.ask_delete_following(self)
         if with_following is None:
             return
         if self.session.delete_message(message_id, with_following=with_following):
@@ -258,7 +255,7 @@ class MainWindow(QMainWindow):
 
     def chat_settings_dialog(self, conversation_id: int) -> ChatSettingsDialog:
         """The Chat settings dialog of one chat, filled in (the caller runs it)."""
-        app = {name: self._settings.get(name) for name in CHAT_OPTIONS}
+        app = {name: self._settings.get(name) for name in DIALOG_OPTIONS}
         return ChatSettingsDialog(self.session.conversation(conversation_id).title,
                                   self.session.options.values(conversation_id), app, self)
 
@@ -292,6 +289,7 @@ class MainWindow(QMainWindow):
         if event.prompt_progress is not None and not event.text:
             self.chat_view.set_reading(formatting.reading_text(*event.prompt_progress))
         else:
+            self.chat_view.append_reasoning(event.reasoning)
             self.chat_view.append_reply(event.text, runs)
 
     def _on_session_reply_finished(self, end: ReplyEnd) -> None:
@@ -300,7 +298,8 @@ class MainWindow(QMainWindow):
         if result is not None:
             footer = formatting.ended_footer(result.stats, result.finish_reason)
         if end.conversation_id == self.session.current_id:
-            self.chat_view.end_reply(footer, end.text, end.drafted_runs, end.message_id, end.variant)
+            self.chat_view.end_reply(footer, end.text, end.drafted_runs, end.message_id, end.variant,
+                                     end.tools, end.reasoning)
         else:
             self.chat_view.end_reply()
             self._show_current()
@@ -356,7 +355,7 @@ class MainWindow(QMainWindow):
             return
         dialog = self.chat_settings_dialog(cid)
         if dialog.exec():
-            self.session.set_chat_options(cid, dialog.values())
+            self.session.set_chat_options(cid, dialog.values(), DIALOG_OPTIONS)
         dialog.deleteLater()
 
     def _on_stop_shortcut_activated(self) -> None:
@@ -380,7 +379,7 @@ class MainWindow(QMainWindow):
             self._settings.set("speculation", enabled)
 
     def _on_open_model_action_triggered(self) -> None:
-        path = ask_model_file(self)
+        path = dialogs.ask_model_file(self)
         if path:
             self.load_model(path)
 
@@ -391,7 +390,8 @@ class MainWindow(QMainWindow):
 
     def _on_settings_action_triggered(self) -> None:
         values = {o.name: self._settings.get(o.name) for o in OPTIONS}
-        dialog = SettingsDialog(OPTIONS, values, self, token=self.hub_token)
+        dialog = SettingsDialog(OPTIONS, values, self, token=self.hub_token, tools=self.tool_servers,
+                                tools_note=self.session.tools_availability().reason)
         if dialog.exec():
             self.apply_settings(dialog.changed_values())
 
@@ -409,6 +409,7 @@ class MainWindow(QMainWindow):
     def _update_buttons(self) -> None:
         busy, has_chat = self.generating, self.session.current_id is not None
         self._page.set_busy(busy, has_chat)
+        self.tools.refresh()
         for action in (self.menus.regenerate_action, self.menus.edit_action):
             action.setEnabled(not busy and has_chat)
         for action in (self.menus.export_markdown_action, self.menus.export_json_action,

@@ -9,7 +9,9 @@ The one field that is not an option is the Hugging Face access token
 (``HubTokenPage``): it is a credential, kept in huggingface-hub's own token
 file rather than in settings.toml, so it is read and saved through the
 ``TokenKeeper`` the window passes in (services.HubTokenService), and only
-when the dialog is accepted.
+when the dialog is accepted. The Tools tab likewise shows the tool servers
+of mcp.json (ui/tools_page.py) above its options, saved on OK through the
+``ToolServersKeeper`` (services.McpService).
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from localchat.settings.options import Option, Value
+from localchat.settings.options import TOOLS, Option, Value
 from localchat.settings.settings import join_folders, split_folders
 from localchat.ui.theme import muted
+from localchat.ui.tools_page import ToolServersKeeper, ToolServersPage
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +254,8 @@ class SettingsDialog(QDialog):
         parent: QWidget | None = None,
         *,
         token: TokenKeeper | None = None,
+        tools: ToolServersKeeper | None = None,
+        tools_note: str = "",
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settings_dialog")
@@ -262,8 +267,11 @@ class SettingsDialog(QDialog):
         self.editors: dict[str, QWidget] = {}
 
         self.tabs = QTabWidget(self)
+        self.tools_page = ToolServersPage(tools, tools_note) if tools is not None else None
         for section in dict.fromkeys(o.section for o in self._options):
-            self.tabs.addTab(self._section_page([o for o in self._options if o.section == section]), section)
+            above = self.tools_page if section == TOOLS else None
+            self.tabs.addTab(self._section_page([o for o in self._options if o.section == section], above),
+                             section)
         self.token_page = HubTokenPage(token, self) if token is not None else None
         if self.token_page is not None:
             self.tabs.addTab(self.token_page, HUB_TAB)
@@ -287,9 +295,11 @@ class SettingsDialog(QDialog):
         restore.clicked.connect(self._on_restore_defaults_clicked)
         self.finished.connect(self._on_finished)
 
-    def _section_page(self, options: Sequence[Option]) -> QWidget:
+    def _section_page(self, options: Sequence[Option], above: QWidget | None = None) -> QWidget:
         page = QWidget()
         form = QFormLayout(page)
+        if above is not None:
+            form.addRow(above)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
         form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
@@ -331,11 +341,16 @@ class SettingsDialog(QDialog):
         if self.token_page is not None and self.token_page.save():
             self.tabs.setCurrentWidget(self.token_page)
             return
+        if self.tools_page is not None and self.tools_page.save():
+            self.tabs.setCurrentIndex(list(dict.fromkeys(o.section for o in self._options)).index(TOOLS))
+            return
         super().accept()
 
     def _on_finished(self, _result: int) -> None:
         if self.token_page is not None:
             self.token_page.detach()
+        if self.tools_page is not None:
+            self.tools_page.detach()
 
     def values(self) -> dict[str, Value]:
         return {name: getter() for name, getter in self._getters.items()}

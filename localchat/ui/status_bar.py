@@ -9,6 +9,10 @@ the window is narrow, the least needed ones are hidden (``HIDE_FIRST``), so
 the model's name and the toggle stay in view. A short-lived message ("Code
 copied") has its own label instead of QStatusBar's message, which would hide
 them.
+
+A reply that uses tools is written in rounds, each its own engine job: the
+figures are the round's, the last-reply label names the round ("Round 2:
+…"), and the tool label says what the tools are doing ("Running add (calc)…").
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from localchat.engine.stats import GenerationStats
-from localchat.engine.types import EngineInfo, GenerationResult, SpeculationState, TokenEvent
+from localchat.engine.types import EngineInfo, FinishReason, GenerationResult, SpeculationState, TokenEvent
 from localchat.host.events import EngineState, Finished, JobEvent, Phase, Tokens
 from localchat.host.sources import Surface, surface_of
 from localchat.services.qt_signals import emit
@@ -62,6 +66,7 @@ class SpeculationStatusBar(QStatusBar):
         self._api_busy = False  # an API request is generating (the figures are its own)
         self._api_surface: Surface | None = None  # the API it came through (OpenAI, Anthropic...)
         self._reading: tuple[int, int, float] | None = None  # the prompt being read, before the reply
+        self._round = 0  # the round of the reply being written (0: not a reply with tools yet)
 
         self._target_name = ""
         self._draft_name = ""
@@ -90,6 +95,9 @@ class SpeculationStatusBar(QStatusBar):
         self.last_reply_label = self._label("last_reply", "Speed of the last finished reply")
         self.server_label = self._label("server", "The local API for other apps (Settings → Server)")
         self.server_label.hide()
+        self.tool_label = self._label("tool", "What the tools are doing for this reply")
+        self.tool_label.setMaximumWidth(TARGET_WIDTH)
+        self.tool_label.hide()
         self._hideable: dict[str, QWidget] = {
             "last_reply": self.last_reply_label,
             "memory": self.memory_label,
@@ -105,6 +113,7 @@ class SpeculationStatusBar(QStatusBar):
         self.addWidget(self.speculation_button)
         self.addWidget(self.backend_label)
         self.addWidget(self.flash_label)
+        self.addWidget(self.tool_label)
         self.addPermanentWidget(self.rate_label)
         self.addPermanentWidget(self.acceptance_length_label)
         self.addPermanentWidget(self.acceptance_rate_label)
@@ -201,7 +210,23 @@ class SpeculationStatusBar(QStatusBar):
         self.backend_label.setText(info.backend + where)
         self._refresh()
 
+    def set_round(self, number: int) -> None:
+        """The reply's round ``number`` (1, 2, …) starts: its own figures from here."""
+        if number > 1 and not self._generating:
+            self.generation_started()
+        self._round = number
+        if number > 1:
+            self.show_tool_activity(f"Round {number}: the model reads the tools' results")
+
+    def show_tool_activity(self, text: str) -> None:
+        """What the tools are doing ("Running add (calc)…"); empty hides it."""
+        self.tool_label.setText(text)
+        self.tool_label.set_explanation(text or "What the tools are doing for this reply")
+        self.tool_label.setVisible(bool(text))
+        self._fit()
+
     def generation_started(self) -> None:
+        self._round = 0
         self._generating = True
         self._reading = None
         self._api_busy = False
@@ -223,7 +248,11 @@ class SpeculationStatusBar(QStatusBar):
         if result is not None:
             self._stats = result.stats
             self._speculation = result.speculation
-            self.last_reply_label.setText(formatting.reply_summary(result.stats))
+            if self._round > 1 or result.finish_reason is FinishReason.TOOL_CALLS:
+                figures = formatting.reply_footer(result.stats)
+                self.last_reply_label.setText(f"Round {self._round or 1}: {figures}")
+            else:
+                self.last_reply_label.setText(formatting.reply_summary(result.stats))
         self._memory = self._probe_memory()
         self._refresh()
 
@@ -334,6 +363,8 @@ class SpeculationStatusBar(QStatusBar):
     def _fit(self) -> None:
         """Hide the least needed labels while what the bar's widgets ask for exceeds its width."""
         wanted = [self.target_label, self.speculation_button, self.flash_label, *self._hideable.values()]
+        if self.tool_label.text():
+            wanted.append(self.tool_label)
         if self._server_url is not None:
             wanted.append(self.server_label)
         spacing = 12  # the layout's gaps and the size grip, roughly

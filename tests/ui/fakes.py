@@ -17,12 +17,14 @@ from localchat.engine.types import (
     ModelInfo,
     SpeculationState,
     TokenEvent,
+    ToolCall,
 )
 from localchat.host.events import EngineState, Failed, Failure, FailureKind, Finished, Phase, Tokens
 
 
-def model_info(name: str = "Fake-1B", path: str = "/models/fake.gguf") -> ModelInfo:
-    return ModelInfo(path, name, "llama", 1_000_000_000, 600_000_000, 4096, 32000, True)
+def model_info(name: str = "Fake-1B", path: str = "/models/fake.gguf", tool_use: bool = False) -> ModelInfo:
+    return ModelInfo(path, name, "llama", 1_000_000_000, 600_000_000, 4096, 32000, True,
+                     tool_format="hermes" if tool_use else "generic", tool_use=tool_use)
 
 
 def stats(
@@ -62,6 +64,7 @@ class FakeEngine(QObject):
         self._state = EngineState()
         self.log_path: str | None = None
         self.supervisor = None
+        self.tool_use = False  # the models it loads were trained to call tools (their template has tools)
 
     @property
     def state(self) -> EngineState:
@@ -78,7 +81,8 @@ class FakeEngine(QObject):
             message, self.fail_next_load = self.fail_next_load, ""
             self.set_state(phase=Phase.FAILED, failure=Failure(FailureKind.LOAD_FAILED, message))
             return
-        info = EngineInfo("CPU", model_info(path=config.target_path), None, config.n_ctx, 2, 0, ON)
+        target = model_info(path=config.target_path, tool_use=self.tool_use)
+        info = EngineInfo("CPU", target, None, config.n_ctx, 2, 0, ON)
         self.set_state(phase=Phase.READY, info=info, ever_loaded=True, pid=4242)
 
     def generate(self, request: GenerationRequest) -> int:
@@ -115,6 +119,17 @@ class FakeEngine(QObject):
         runs, self.runs = self.runs, ()
         result = GenerationResult(self.text, reason, s, self.speculation(), drafted_runs=runs)
         self.job_event.emit(Finished(self.job, "window", result))
+
+    def call_tools(self, *calls: tuple[str, str], text: str = "") -> tuple[ToolCall, ...]:
+        """The reply ends in tool calls: (name, arguments as JSON text) each, after ``text``."""
+        if text:
+            self.stream(text)
+        made = tuple(ToolCall(f"call_{self.job}_{i}", name, args) for i, (name, args) in enumerate(calls))
+        s = stats(20, passes=6, drafted=12, accepted=9)
+        result = GenerationResult(self.text, FinishReason.TOOL_CALLS, s, self.speculation(), tool_calls=made)
+        self.runs = ()
+        self.job_event.emit(Finished(self.job, "window", result))
+        return made
 
     def fail(self, failure: Failure) -> None:
         self.job_event.emit(Failed(self.job, "window", failure))
