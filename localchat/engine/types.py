@@ -311,5 +311,5 @@ class EngineConfig:
     # the weights as stored: one kernel for every pass, slower (docs/BENCHMARKS.md, "Identical text").
     # It also reads prompts as from scratch (draft_sources.read_prompt): a conversation taken up
     # again, from its context or a saved state, gets the reply its history read again would get,
-    # and reads its last reply again (docs/ARCHITECTURE.md, "Identical text").
+    # and reads its last reply again (docs/SPECULATION.md, "Identical text").
     exact: bool = False

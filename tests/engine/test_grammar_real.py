@@ -4,7 +4,7 @@ the same with speculation off, a fixed draft model, n-gram lookup and adaptive s
 fast-forward off and on; seeded sampling under a grammar always gives valid output.
 
 The target is Q4_K_M with ``exact=True`` (its stored weight layout, one kernel for every pass: see
-docs/ARCHITECTURE.md, "Identical text"), so speculation's batched passes choose as plain decoding does.
+docs/SPECULATION.md, "Identical text"), so speculation's batched passes choose as plain decoding does.
 """
 
 from __future__ import annotations
