@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QButtonGroup,
@@ -98,6 +98,9 @@ COLUMN_TIPS = (
 )
 
 ConfigSource = EngineConfig | Callable[[], EngineConfig | None] | None
+
+
+NO_MODEL = "Load a model first: the benchmark measures the model in use."
 
 
 class BenchmarkDialog(QDialog):
@@ -294,11 +297,21 @@ class BenchmarkDialog(QDialog):
         self._config_source = config
         self.refresh_config()
 
+    @Slot(object)
+    def models_changed(self, _state: object = None) -> None:
+        """The window's engine loaded (or lost) a model: show it, unless a run measures the old one."""
+        if not self._service.is_running:
+            self.refresh_config()
+
     def refresh_config(self) -> None:
         """Show which models will be measured and what "on" means for them."""
         config = self.config()
+        running = self._service.is_running
+        self.run_button.setEnabled(config is not None and not running)
+        # Said once, beside what it is about (Run repeated it under the button, word for word).
+        self.run_button.setToolTip("" if config is not None else NO_MODEL)
         if config is None:
-            self.model_label.setText("Load a model first: the benchmark measures the model in use.")
+            self.model_label.setText(NO_MODEL)
             self.on_check.setText("Speculation on")
             return
         target = Path(config.target_path).name
@@ -342,7 +355,7 @@ class BenchmarkDialog(QDialog):
             return False
         config = self.config()
         if config is None:
-            self._show_status("Load a model first: the benchmark measures the model in use.", error=True)
+            self.refresh_config()  # the label says so; Run stays greyed until a model is loaded
             return False
         try:
             prompts = self.selected_prompts()
@@ -485,7 +498,7 @@ class BenchmarkDialog(QDialog):
     # -- internals --------------------------------------------------------------------
 
     def _set_running(self, running: bool) -> None:
-        self.run_button.setEnabled(not running)
+        self.run_button.setEnabled(not running and self.config() is not None)
         self.cancel_button.setEnabled(running)
         for w in (
             self.builtin_radio,

@@ -258,11 +258,15 @@ def test_ngram_without_draft_model_and_no_model(qtbot, tmp_path: Path) -> None:
     assert [m.name for m in dialog.selected_modes()] == ["off", "ngram", "adaptive"]
     current: list[EngineConfig | None] = [None]
     empty, _ = make(qtbot, tmp_path, lambda: current[0])
+    assert empty.model_label.text() == "Load a model first: the benchmark measures the model in use."
+    assert not empty.run_button.isEnabled()
     assert not empty.run()
-    assert empty.status_label.text() == "Load a model first: the benchmark measures the model in use."
+    # Said once: Run wrote the same sentence again under the button.
+    assert empty.status_label.text() == ""
     current[0] = CONFIG
     empty.refresh_config()
     assert "draft.gguf" in empty.on_check.text()
+    assert empty.run_button.isEnabled()
 
 
 def test_open_benchmark_dialog_reuses_the_open_one(qtbot, tmp_path: Path) -> None:
