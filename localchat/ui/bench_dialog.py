@@ -61,6 +61,7 @@ from localchat.bench.report import (
     same_text,
     write_csv,
 )
+from localchat.catalog.names import shipped_model_name
 from localchat.engine.stats import combine
 from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
 from localchat.host.events import BenchDone, BenchProgress, Event, Failed, Loaded
@@ -314,10 +315,10 @@ class BenchmarkDialog(QDialog):
             self.model_label.setText(NO_MODEL)
             self.on_check.setText("Speculation on")
             return
-        target = Path(config.target_path).name
+        target = shipped_model_name(config.target_path)
         memory = "The benchmark loads its own copy, so it needs as much memory again as the chat."
         if config.draft_path:
-            draft = Path(config.draft_path).name
+            draft = shipped_model_name(config.draft_path)
             self.on_check.setText(f"Speculation on: draft model {draft}")
             self.model_label.setText(f"Target {target}, draft model {draft}. {memory}")
         else:
@@ -383,7 +384,8 @@ class BenchmarkDialog(QDialog):
             return False
         self.progress_bar.setRange(0, 0)  # busy until the first run is measured
         self._show_status(
-            f"Loading {Path(config.target_path).name} for {len(prompts)} prompts × {len(modes)} modes…"
+            f"Loading {shipped_model_name(config.target_path)} for {len(prompts)} prompts × "
+            f"{len(modes)} modes…"
         )
         self._set_running(True)
         return True
@@ -455,8 +457,9 @@ class BenchmarkDialog(QDialog):
 
     def _loaded(self, info: EngineInfo, draft_problem: str) -> None:
         self._run_meta.update(backend=info.backend, threads=info.n_threads)
-        drafter = info.draft.name if info.draft is not None else "no draft model"
-        text = f"Loaded {info.target.name} ({drafter}) on {info.backend}; warming up…"
+        # The catalog's names, as the window's: a GGUF's own general.name is the converter's ("... AWQ").
+        drafter = shipped_model_name(info.draft.path) if info.draft is not None else "no draft model"
+        text = f"Loaded {shipped_model_name(info.target.path)} ({drafter}) on {info.backend}; warming up…"
         if draft_problem:
             text = f"{text} {draft_problem}"
         self._show_status(text)
