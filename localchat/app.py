@@ -78,6 +78,7 @@ class ModelsWiring(QObject):
         self, parent: QWidget, settings: SettingsService, engine: EnginePort,
         load: Callable[[str, str | None], None], offer: Callable[[str, str, str], None],
         downloader: QObject | None = None, advisor: StarterAdvisor | None = None,
+        offer_load: Callable[[str, str, str | None], None] | None = None,
     ) -> None:
         super().__init__(parent)
         self._parent = parent
@@ -88,6 +89,28 @@ class ModelsWiring(QObject):
         self._downloader = downloader
         self.advisor = advisor
         self._observed: EngineInfo | None = None
+        self._offer_load = offer_load
+        self._manager_open = False  # the manager offers a finished download itself
+        if downloader is not None:
+            downloader.finished.connect(self._on_download_finished)  # type: ignore[attr-defined]
+
+    def _on_download_finished(self, _job: object, target: str, draft: str) -> None:
+        """A download finished while the manager was closed. With no model loaded (the first run's
+        starter) it is loaded at once: it is what the user asked for; otherwise the window offers it."""
+        if self._manager_open or not target:
+            return
+        from localchat.host.events import Phase
+
+        if self._engine.state.phase in (Phase.NO_MODEL, Phase.FAILED):
+            self._load(target, draft or None)
+            return
+        if self._offer_load is None:
+            return
+        catalog = _catalog_or_none()
+        match = catalog.find_target_file(Path(target).name) if catalog is not None else None
+        name = match[0].display_name if match is not None else Path(target).name
+        sentence = f"{name} is downloaded{' with its drafter' if draft else ''}."
+        self._offer_load(sentence, target, draft or None)
 
     def _library(self) -> Library:
         from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
@@ -155,7 +178,11 @@ class ModelsWiring(QObject):
         elif select_starter:
             dialog.tabs.setCurrentIndex(1)
             dialog.catalog_table.selectRow(0)
-        dialog.exec()
+        self._manager_open = True
+        try:
+            dialog.exec()
+        finally:
+            self._manager_open = False
 
     def open_starter(self) -> None:
         """Load the starter for this computer when its files are here, else show it in the manager."""
@@ -324,7 +351,8 @@ def build_main_window(
 
     advisor = StarterAdvisor(data / folders.machine_measure_path().name, _catalog_or_none)
     models = ModelsWiring(window, settings, client, window.load_model, window.suggestion.offer, downloads,
-                          advisor)
+                          advisor, window.suggestion.offer_load)
+    window.suggestion.load_requested.connect(window.load_model)
     window.model_manager_requested.connect(models.open_manager)
     window.starter_requested.connect(models.open_starter)
     window.suggestion.model_requested.connect(models.open_suggested)

@@ -7,6 +7,12 @@ is its entry's ``display_name`` and quantization ("Qwen2.5-Coder 1.5B Instruct Â
 a drafter, which has no entry of its own, is named from its hub repo in the
 same style ("Qwen2.5-Coder 0.5B Instruct Â· Q4_K_M"). A file the catalog does
 not list keeps its file name, which is what the user chose on disk.
+
+The HTTP API's model id (``served_id``) follows the same rule, once for both
+servers (the app's and ``localchat serve``) and the README: a catalog model is
+its entry's id ("qwen2.5-coder-1.5b-instruct", whichever quantization is
+loaded), any other file its name without ``.gguf``. The servers accept the
+file's own name too.
 """
 
 from __future__ import annotations
@@ -74,6 +80,17 @@ def model_name(path: str, catalog: Catalog | None) -> str:
             if drafter.filename and file_name(drafter.filename).lower() == lowered:
                 return drafter_name(drafter)
     return name
+
+
+def served_id(path: str, catalog: Catalog | None) -> str:
+    """The model id the API servers give the file at ``path``: its catalog entry's id, else its stem."""
+    found = catalog.find_target_file(file_name(path)) if catalog is not None else None
+    return found[0].id if found is not None else file_stem(path)
+
+
+def shipped_served_id(path: str) -> str:
+    """``served_id`` against the catalog shipped with the app (read once)."""
+    return served_id(path, _shipped())
 
 
 @functools.cache

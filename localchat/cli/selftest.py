@@ -18,16 +18,24 @@ to tell an engine problem from a process problem.
 
 The default pair is the catalog's starter pair, looked up where the app looks
 (the models folder from the settings, and huggingface-hub's cache).
+
+The user's settings and state are only read, never written: the window runs on
+settings, chats and speculation profiles in a temporary folder, removed at the
+end (it saved its window size and the pair it loaded as the user's "last model"
+over theirs).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -263,7 +271,36 @@ def _wait_exposed(window: Any, timeout_s: float) -> bool:
     return False
 
 
-def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started: float, out: Outcome) -> None:
+@contextlib.contextmanager
+def scratch_folders() -> Iterator[tuple[Path, Path]]:
+    """A temporary config and data folder for the window, with the engine's speculation profiles
+    (child processes inherit the variable) kept there too: the check leaves the user's own untouched.
+    The settings are copied in, so the window and engine run as the user has them set."""
+    from localchat.settings import SettingsFile
+    from localchat.settings.folders import PROFILES_ENV
+
+    before = os.environ.get(PROFILES_ENV)
+    with tempfile.TemporaryDirectory(prefix="localchat-selftest-", ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp)
+        own = SettingsFile()
+        if own.path.is_file():
+            (root / "config").mkdir()
+            shutil.copyfile(own.path, root / "config" / own.path.name)
+        os.environ[PROFILES_ENV] = str(root / "profiles")
+        try:
+            yield root / "config", root / "data"
+        finally:
+            if before is None:
+                os.environ.pop(PROFILES_ENV, None)
+            else:
+                os.environ[PROFILES_ENV] = before
+
+
+def _run_with_window(
+    args: argparse.Namespace, pair: tuple[Path, Path], started: float, out: Outcome,
+    folders: tuple[Path, Path],
+) -> None:
+    config, data = folders
     _use_offscreen_unless_shown(args)
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
@@ -274,7 +311,7 @@ def _run_with_window(args: argparse.Namespace, pair: tuple[Path, Path], started:
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
     app.setApplicationName(APP_NAME)
     app.setOrganizationName(APP_NAME)
-    parts = build_main_window(autoload=False)
+    parts = build_main_window(config, data, autoload=False)
     window = parts.window
     client = parts.engine
     try:
@@ -333,8 +370,11 @@ def _use_offscreen_unless_shown(args: argparse.Namespace) -> None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
-def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> None:
+def _run_window_only(
+    args: argparse.Namespace, started: float, out: Outcome, folders: tuple[Path, Path],
+) -> None:
     """Open and close the main window without loading anything (used with --in-process)."""
+    config, data = folders
     _use_offscreen_unless_shown(args)
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
@@ -343,7 +383,7 @@ def _run_window_only(args: argparse.Namespace, started: float, out: Outcome) -> 
     from localchat.settings.folders import APP_NAME
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
-    parts = build_main_window(autoload=False)
+    parts = build_main_window(config, data, autoload=False)
     try:
         parts.window.show()
         if not _wait_exposed(parts.window, WINDOW_TIMEOUT_S):
@@ -366,14 +406,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         pair = _resolve_pair(args)
         _say(f"pair: {pair[0]} + {pair[1]}")
-        if args.in_process:
-            if not args.no_window:
-                _run_window_only(args, started, out)
-            _run_in_process(args, pair[0], pair[1], out)
-        elif args.no_window:
-            _run_in_process(args, pair[0], pair[1], out)
-        else:
-            _run_with_window(args, pair, started, out)
+        with scratch_folders() as folders:
+            if args.in_process:
+                if not args.no_window:
+                    _run_window_only(args, started, out, folders)
+                _run_in_process(args, pair[0], pair[1], out)
+            elif args.no_window:
+                _run_in_process(args, pair[0], pair[1], out)
+            else:
+                _run_with_window(args, pair, started, out, folders)
     except SelftestError as exc:
         print(f"selftest FAILED: {exc}; {out.summary()}", flush=True)
         return 1

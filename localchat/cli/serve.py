@@ -1,6 +1,8 @@
 """``localchat serve``: the local OpenAI-compatible API on the engine process, headless.
 
-``--model`` takes a GGUF path or a catalog id (see ``localchat models``); the
+``--model`` takes a GGUF path, a catalog id (see ``localchat models``) or the
+id of a model in the app's folders, and the model is served under the id the
+app's server gives the same file (catalog.names.served_id); the
 drafter is paired as in the app (the catalog's drafter, else a same-vocabulary
 local model, else n-gram lookup), and ``--draft`` overrides it. Once the model
 is loaded, one line with the URL goes to stdout; everything else goes to stderr.
@@ -25,7 +27,9 @@ DEFAULT_PORT = 11435
 
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="serve the model over a local OpenAI-compatible API (headless)")
-    p.add_argument("--model", required=True, help="target GGUF file, or a catalog id (localchat models)")
+    p.add_argument("--model", required=True,
+                   help="target GGUF file, a catalog id (localchat models), or the id of a model in the "
+                        "models folder")
     p.add_argument("--draft", help="draft model GGUF (default: paired as in the app)")
     p.add_argument("--no-spec", action="store_true",
                    help="speculation off unless a request asks for it (no drafter is paired)")
@@ -47,15 +51,33 @@ def register(sub: Any) -> None:
                    help="requests that may wait for the engine before 429 (default 16)")
     p.add_argument("--max-body-mb", type=number(0.0, above=True), default=8.0,
                    help="largest request body in MB (default 8)")
-    p.add_argument("--name", default=None, help="model id clients see (default: catalog id or file name)")
+    p.add_argument("--name", default=None,
+                   help="model id clients see (default: the catalog id, else the file name without .gguf)")
     p.set_defaults(func=run)
 
 
+def _catalog_entry(catalog: Any, spec: str) -> Any:
+    """The catalog entry whose id is ``spec``, or the one entry whose id starts with ``spec-``."""
+    if catalog is None:
+        return None
+    try:
+        return catalog.get(spec)
+    except KeyError:
+        pass
+    starts = [e for e in catalog.entries if e.id.lower().startswith(spec.lower() + "-")]
+    return starts[0] if len(starts) == 1 else None
+
+
 def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str | None, str, str]:
-    """(target path, draft path, model id, pairing sentence) for a path or a catalog id; ValueError."""
+    """(target path, draft path, model id, pairing sentence) for a path or a catalog id; ValueError.
+
+    ``spec`` is a GGUF path, a catalog id (or the start of exactly one: "qwen2.5-coder-1.5b"), or the
+    id or file name of a model in the app's folders; the model id is catalog.names.served_id's, the
+    one the app's server gives the same file.
+    """
     from localchat.catalog.drafters import load_catalog
     from localchat.catalog.library import pair_drafter
-    from localchat.catalog.names import file_stem
+    from localchat.catalog.names import served_id
     from localchat.cli.models import user_library
     from localchat.settings.drafter_kind import DrafterKind
 
@@ -67,22 +89,23 @@ def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str
         logging.getLogger(__name__).warning("catalog: %s", exc)
     path = Path(spec).expanduser()
     if path.is_file():
-        target, model_id = path, file_stem(path.name)
+        target = path
     else:
-        entry = None
-        if catalog is not None:
-            try:
-                entry = catalog.get(spec)
-            except KeyError:
-                entry = None
-        if entry is None:
-            raise ValueError(
-                f"{spec} is neither a GGUF file nor a catalog id (`localchat models` lists them).")
-        local = library.find_file(entry.default_quant.filename, entry.default_quant.repo)
-        if local is None:
-            raise ValueError(
-                f"{entry.display_name} is not downloaded yet: run `localchat pull {spec}` first.")
-        target, model_id = local.path, entry.id
+        entry = _catalog_entry(catalog, spec)
+        if entry is not None:
+            local = library.find_file(entry.default_quant.filename, entry.default_quant.repo)
+            if local is None:
+                raise ValueError(
+                    f"{entry.display_name} is not downloaded yet: run `localchat pull {entry.id}` first.")
+            target = local.path
+        else:
+            found = [m for m in library.models() if m.usable and spec.lower() in (
+                m.name.lower(), served_id(str(m.path), catalog).lower())]
+            if not found:
+                raise ValueError(f"{spec} is neither a GGUF file, a catalog id nor a model in the models "
+                                 "folder (`localchat models` lists them).")
+            target = found[0].path
+    model_id = served_id(str(target), catalog)
     if draft is not None:
         if not Path(draft).expanduser().is_file():
             raise ValueError(f"The draft model {draft} does not exist.")

@@ -43,7 +43,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from localchat.catalog.names import file_name, file_stem
+from localchat.catalog.names import file_name, file_stem, shipped_served_id
 from localchat.engine.types import GenerationRequest, GenerationResult
 from localchat.host.events import Failed, Failure, FailureKind, Finished, JobEvent, Phase, Tokens
 from localchat.host.sources import Surface, job_source
@@ -72,8 +72,8 @@ WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 
 @dataclass(frozen=True)
 class ServerSettings:
-    # What /v1/models lists and clients send as "model"; "" (the app's server): the loaded file's
-    # name without ".gguf", following the model chosen in the window.
+    # What /v1/models lists and clients send as "model"; "" (the app's server): the loaded file's id
+    # (catalog.names.served_id: its catalog id, else its name without ".gguf"), following the window.
     model_id: str = ""
     host: str = "127.0.0.1"
     api_key: str | None = None
@@ -221,7 +221,7 @@ class Api:
         config = self.supervisor.state.config
         if config is None:
             return "none"
-        return file_stem(config.target_path)
+        return shipped_served_id(config.target_path)
 
     def limits(self) -> Limits:
         state = self.supervisor.state
@@ -261,7 +261,7 @@ class Api:
         names = {self.model_id.lower()}
         if info is not None:
             file = file_name(info.target.path).lower()
-            names |= {file, file_stem(file), info.target.name.lower()}
+            names |= {file, file_stem(file), shipped_served_id(file), info.target.name.lower()}
         if name.lower() not in names:
             raise ApiError(404, f"The model {name!r} is not served here; this server serves "
                                 f"{self.model_id!r} ({listed_at} lists it).",

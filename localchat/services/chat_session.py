@@ -82,6 +82,7 @@ log = logging.getLogger(__name__)
 
 NO_MODEL = "Load a model first: open a GGUF file or choose one in the model manager."
 NOT_RUN = "Not run: the reply ended before this call ran."
+NEW_CHAT = "New chat"  # the title of a chat written before its first message, until that names it
 
 
 class Stage(enum.Enum):
@@ -386,7 +387,7 @@ class ChatSession(QObject):
         if self._current is None:
             if not text:
                 return True
-            created = self._create("New chat")
+            created = self._create(NEW_CHAT)
             if created is None:
                 return False
             self._current = created
@@ -423,6 +424,8 @@ class ChatSession(QObject):
             if self._new_chat_tools is not None:
                 self.set_chat_tools(self._new_chat_tools)
                 self._new_chat_tools = None
+        else:
+            self._title_from_first_message(cid, text)
         editing = self._editing is not None
         if self._editing is not None and not self._drop_from(self._editing):
             return False
@@ -688,6 +691,17 @@ class ChatSession(QObject):
             emit(self.conversations_changed)
         return True
 
+    def _title_from_first_message(self, cid: int, text: str) -> None:
+        """A chat written before its first message (a system prompt typed first) was titled "New chat"
+        and kept that title after the reply: its first message names it, as any new chat's does."""
+        try:
+            untitled = self._store.get(cid).title.strip() in ("", NEW_CHAT)
+            if not untitled or self._store.messages(cid):
+                return
+        except ChatStoreError:
+            return
+        self._write(lambda: self._store.rename(cid, _title_from(text)), changed=True)
+
     def _create(self, title: str) -> int | None:
         created: list[int] = []
         ok = self._write(lambda: created.append(self._store.create(title).id), changed=True)
@@ -714,5 +728,5 @@ class ChatSession(QObject):
 
 
 def _title_from(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "New chat"
+    line = text.strip().splitlines()[0] if text.strip() else NEW_CHAT
     return line if len(line) <= 48 else line[:47].rstrip() + "…"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QButtonGroup,
@@ -61,6 +61,7 @@ from localchat.bench.report import (
     same_text,
     write_csv,
 )
+from localchat.catalog.names import shipped_model_name
 from localchat.engine.stats import combine
 from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
 from localchat.host.events import BenchDone, BenchProgress, Event, Failed, Loaded
@@ -98,6 +99,9 @@ COLUMN_TIPS = (
 )
 
 ConfigSource = EngineConfig | Callable[[], EngineConfig | None] | None
+
+
+NO_MODEL = "Load a model first: the benchmark measures the model in use."
 
 
 class BenchmarkDialog(QDialog):
@@ -294,17 +298,27 @@ class BenchmarkDialog(QDialog):
         self._config_source = config
         self.refresh_config()
 
+    @Slot(object)
+    def models_changed(self, _state: object = None) -> None:
+        """The window's engine loaded (or lost) a model: show it, unless a run measures the old one."""
+        if not self._service.is_running:
+            self.refresh_config()
+
     def refresh_config(self) -> None:
         """Show which models will be measured and what "on" means for them."""
         config = self.config()
+        running = self._service.is_running
+        self.run_button.setEnabled(config is not None and not running)
+        # Said once, beside what it is about (Run repeated it under the button, word for word).
+        self.run_button.setToolTip("" if config is not None else NO_MODEL)
         if config is None:
-            self.model_label.setText("Load a model first: the benchmark measures the model in use.")
+            self.model_label.setText(NO_MODEL)
             self.on_check.setText("Speculation on")
             return
-        target = Path(config.target_path).name
+        target = shipped_model_name(config.target_path)
         memory = "The benchmark loads its own copy, so it needs as much memory again as the chat."
         if config.draft_path:
-            draft = Path(config.draft_path).name
+            draft = shipped_model_name(config.draft_path)
             self.on_check.setText(f"Speculation on: draft model {draft}")
             self.model_label.setText(f"Target {target}, draft model {draft}. {memory}")
         else:
@@ -342,7 +356,7 @@ class BenchmarkDialog(QDialog):
             return False
         config = self.config()
         if config is None:
-            self._show_status("Load a model first: the benchmark measures the model in use.", error=True)
+            self.refresh_config()  # the label says so; Run stays greyed until a model is loaded
             return False
         try:
             prompts = self.selected_prompts()
@@ -370,7 +384,8 @@ class BenchmarkDialog(QDialog):
             return False
         self.progress_bar.setRange(0, 0)  # busy until the first run is measured
         self._show_status(
-            f"Loading {Path(config.target_path).name} for {len(prompts)} prompts × {len(modes)} modes…"
+            f"Loading {shipped_model_name(config.target_path)} for {len(prompts)} prompts × "
+            f"{len(modes)} modes…"
         )
         self._set_running(True)
         return True
@@ -442,8 +457,9 @@ class BenchmarkDialog(QDialog):
 
     def _loaded(self, info: EngineInfo, draft_problem: str) -> None:
         self._run_meta.update(backend=info.backend, threads=info.n_threads)
-        drafter = info.draft.name if info.draft is not None else "no draft model"
-        text = f"Loaded {info.target.name} ({drafter}) on {info.backend}; warming up…"
+        # The catalog's names, as the window's: a GGUF's own general.name is the converter's ("... AWQ").
+        drafter = shipped_model_name(info.draft.path) if info.draft is not None else "no draft model"
+        text = f"Loaded {shipped_model_name(info.target.path)} ({drafter}) on {info.backend}; warming up…"
         if draft_problem:
             text = f"{text} {draft_problem}"
         self._show_status(text)
@@ -485,7 +501,7 @@ class BenchmarkDialog(QDialog):
     # -- internals --------------------------------------------------------------------
 
     def _set_running(self, running: bool) -> None:
-        self.run_button.setEnabled(not running)
+        self.run_button.setEnabled(not running and self.config() is not None)
         self.cancel_button.setEnabled(running)
         for w in (
             self.builtin_radio,

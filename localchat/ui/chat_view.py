@@ -15,6 +15,16 @@ A reply that used tools shows its rounds above its answer, each call a folded
 block, and a thinking model's thinking folds the same way (ui/tool_blocks.py);
 while a reply is written, its rounds so far and the calls being asked about or
 run are shown as they change (``set_live_tools``).
+
+The view follows the newest text (a streaming reply, its reading progress) until
+the user scrolls up; then a "Jump to newest" button floats over its foot, and
+clicking it (or scrolling back to the end) follows again. A message added (the
+user's own) always brings the end into view. Following is a state, not a look
+at the scroll bar when text arrives: QTextDocument lays a long document out
+lazily, a slice at a time after ``setHtml``, so the scroll bar's end keeps
+moving for a while, and QTextEdit's first show scrolls to its text cursor (the
+start): a chat loaded before the window appeared was shown from its top, with
+the new message and the reply out of sight.
 """
 
 from __future__ import annotations
@@ -24,9 +34,16 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QEvent, QPoint, QTimer, QUrl, Signal
-from PySide6.QtGui import QContextMenuEvent, QDesktopServices, QGuiApplication, QPalette
-from PySide6.QtWidgets import QMenu, QTextBrowser, QWidget
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QContextMenuEvent,
+    QDesktopServices,
+    QGuiApplication,
+    QPalette,
+    QResizeEvent,
+    QShowEvent,
+)
+from PySide6.QtWidgets import QMenu, QTextBrowser, QToolButton, QWidget
 
 from localchat.chat.rounds import ReplyTools
 from localchat.engine.textruns import concat_runs, flags_from_runs
@@ -39,6 +56,7 @@ from localchat.ui.tool_blocks import thinking_block, tools_html
 log = logging.getLogger(__name__)
 
 REDRAW_MS = 100
+AT_END_PX = 4  # this close to the scroll bar's end counts as at the end
 
 
 @dataclass(frozen=True)
@@ -113,11 +131,25 @@ class ChatView(QTextBrowser):
         self._live_tools = ReplyTools()  # the streaming reply's tool rounds so far
         self._live_reasoning = ""
         self.expanded: set[str] = set()  # the folds that are open ("<message id>:<round>:<call>")
+        self._follow = True  # keep the newest text in view (until the user scrolls up)
+        self._hold: int | None = None  # where a reader who scrolled up stays while the layout grows
+        self._quiet = 0  # > 0 while the view itself moves the scroll bar (not the user)
+        self.jump_button = QToolButton(self)
+        self.jump_button.setObjectName("jump_newest")
+        self.jump_button.setText("\u2193 Jump to newest")
+        self.jump_button.setToolTip("Scroll to the newest message and follow the reply")
+        self.jump_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.jump_button.setAutoRaise(False)
+        self.jump_button.hide()
         self._connect_signals()
 
     def _connect_signals(self) -> None:
         self.anchorClicked.connect(self._on_chat_view_anchor_clicked)
         self._redraw_timer.timeout.connect(self._on_redraw_timer_timeout)
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scroll_value_changed)
+        bar.rangeChanged.connect(self._on_scroll_range_changed)
+        self.jump_button.clicked.connect(self.follow_newest)
 
     # -- content ----------------------------------------------------------------------
 
@@ -155,13 +187,14 @@ class ChatView(QTextBrowser):
         for index in [i for i in self._cache if i >= len(self._messages)]:
             del self._cache[index]
         self._streaming = None
+        self._follow = True  # a chat opens at its newest message
         self.redraw()
-        self._scroll_to_end()
 
     def add_message(self, message: DisplayMessage) -> None:
+        """Add a finished message (the user's own, just sent): it always scrolls into view."""
         self._messages.append(message)
+        self._follow = True
         self.redraw()
-        self._scroll_to_end()
 
     def set_reading(self, text: str) -> None:
         """What the reply's place says while the prompt is read (before any text)."""
@@ -177,8 +210,8 @@ class ChatView(QTextBrowser):
         self._live_tools = ReplyTools()
         self._live_reasoning = ""
         self.expanded = {k for k in self.expanded if not k.startswith("live:")}
+        self._follow = True  # a reply starts where the user just sent (or asked for it again)
         self.redraw()
-        self._scroll_to_end()
 
     @property
     def live_tools(self) -> ReplyTools:
@@ -240,8 +273,7 @@ class ChatView(QTextBrowser):
         if text or footer or tools:
             self._messages.append(DisplayMessage("assistant", text, footer, runs, self._streaming_label,
                                                  message_id, variant, tools, reasoning))
-        self.redraw()
-        self._scroll_to_end()
+        self.redraw()  # at the end only for a reader who followed it
         return text
 
     # -- drawing ----------------------------------------------------------------------
@@ -324,7 +356,6 @@ class ChatView(QTextBrowser):
         return f"&nbsp;&nbsp;&nbsp;{before}&nbsp;{dim}{index}/{count}</span>&nbsp;{after}"
 
     def redraw(self) -> None:
-        at_end = self._at_end()
         self._code_blocks = []
         parts = [self._message_html(i, m) for i, m in enumerate(self._messages)]
         if self._streaming is not None:
@@ -338,13 +369,20 @@ class ChatView(QTextBrowser):
             parts.append(
                 f'<p align="center" style="color:{self._colors.muted};">{html.escape(self._placeholder)}</p>'
             )
-        scroll = self.verticalScrollBar().value()
-        self.setHtml(f'<div style="color:{self._colors.text};">{"".join(parts)}</div>')
+        bar = self.verticalScrollBar()
+        scroll = bar.value() if self._hold is None else self._hold
+        self._quiet += 1
+        try:
+            self.setHtml(f'<div style="color:{self._colors.text};">{"".join(parts)}</div>')
+        finally:
+            self._quiet -= 1
         self._starts = self._message_starts()
-        if at_end:
+        if self._follow:
             self._scroll_to_end()
         else:
-            self.verticalScrollBar().setValue(scroll)
+            self._hold = scroll  # kept as the lazy layout grows back past it
+            self._set_scroll(scroll)
+        self._update_jump_button()
 
     def _message_starts(self) -> list[tuple[int, int]]:
         """Where each message's header begins in the document, from the anchors ``_render`` names."""
@@ -408,13 +446,82 @@ class ChatView(QTextBrowser):
         menu.exec(event.globalPos())
         menu.deleteLater()
 
+    # -- following the newest text ----------------------------------------------------
+
+    @property
+    def following(self) -> bool:
+        """Whether the view keeps the newest text in view (False once the user scrolled up)."""
+        return self._follow
+
+    def follow_newest(self) -> None:
+        """Scroll to the end and follow what arrives (the "Jump to newest" button)."""
+        self._follow = True
+        self._scroll_to_end()
+        self._update_jump_button()
+
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()
-        return bar.value() >= bar.maximum() - 4
+        return bar.value() >= bar.maximum() - AT_END_PX
 
     def _scroll_to_end(self) -> None:
-        bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
+        self._hold = None
+        self._set_scroll(self.verticalScrollBar().maximum())
+
+    def _set_scroll(self, value: int) -> None:
+        self._quiet += 1
+        try:
+            self.verticalScrollBar().setValue(value)
+        finally:
+            self._quiet -= 1
+
+    def _on_scroll_value_changed(self, _value: int) -> None:
+        if self._quiet:
+            return
+        # The user moved it (wheel, keys, the bar): follow again only at the end.
+        self._hold = None
+        self._follow = self._at_end()
+        self._update_jump_button()
+
+    def _on_scroll_range_changed(self, _minimum: int, maximum: int) -> None:
+        # The document grew (a lazy layout step, new text) or the view was resized.
+        if self._follow:
+            self._set_scroll(maximum)
+        elif self._hold is not None and self.verticalScrollBar().value() < self._hold:
+            self._set_scroll(min(self._hold, maximum))
+        self._update_jump_button()
+
+    def _update_jump_button(self) -> None:
+        show = not self._follow and not self._at_end()
+        if show:
+            self._place_jump_button()
+            self.jump_button.raise_()
+        self.jump_button.setVisible(show)
+
+    def _place_jump_button(self) -> None:
+        button = self.jump_button
+        button.adjustSize()
+        area = self.viewport().geometry()
+        button.move(area.x() + (area.width() - button.width()) // 2,
+                    area.y() + area.height() - button.height() - 12)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        # QTextEdit's first show scrolls its text cursor (at the start) into view: a chat loaded before
+        # the window appeared (the last chat, at start-up) was shown from its top, the new message and
+        # the reply far below. The view keeps its own place instead.
+        self._quiet += 1
+        try:
+            super().showEvent(event)
+        finally:
+            self._quiet -= 1
+        if self._follow:
+            self._scroll_to_end()
+        elif self._hold is not None:
+            self._set_scroll(self._hold)
+        self._update_jump_button()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._place_jump_button()
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:
@@ -456,7 +563,6 @@ class ChatView(QTextBrowser):
         """Open or close one folded block (a tool call, a thinking block)."""
         self.expanded ^= {key}
         self._cache.clear()
-        bar = self.verticalScrollBar()
-        scroll = bar.value()
+        # The reader stays at the fold (at the end, the view goes on following).
+        self._follow = self._at_end()
         self.redraw()
-        bar.setValue(scroll)

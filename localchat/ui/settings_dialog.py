@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from localchat.settings import folders
 from localchat.settings.options import TOOLS, Option, Value
 from localchat.settings.settings import join_folders, split_folders
 from localchat.ui.theme import muted
@@ -166,14 +167,24 @@ class HubTokenPage(QWidget):
         self.status.setText(sentence)
 
 
+def empty_means(option: Option) -> str:
+    """What an empty path option stands for, shown greyed in its box: the models folder's real path (it
+    said "Default", which told nobody where the models go)."""
+    if option.name == "models_folder":
+        return str(folders.models_dir())
+    if option.name == "draft_model_path":
+        return "The drafter the catalog pairs with the model"
+    return "None"
+
+
 class PathField(QWidget):
     """A line edit with a Browse button for file or folder options."""
 
-    def __init__(self, kind: str, parent: QWidget | None = None) -> None:
+    def __init__(self, kind: str, parent: QWidget | None = None, empty_means: str = "") -> None:
         super().__init__(parent)
         self.kind = kind
         self.edit = QLineEdit(self)
-        self.edit.setPlaceholderText("None" if kind == "folders" else "Default")
+        self.edit.setPlaceholderText(empty_means or "None")
         self.browse = QPushButton("Add folder…" if kind == "folders" else "Browse…", self)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -236,7 +247,7 @@ def make_editor(option: Option, parent: QWidget) -> tuple[QWidget, Getter, Sette
 
         return combo, lambda: str(combo.currentData()), set_choice
     if option.path_kind:
-        field = PathField(option.path_kind, parent)
+        field = PathField(option.path_kind, parent, empty_means(option))
         return field, field.edit.text, lambda v: field.edit.setText(str(v))
     edit = QLineEdit(parent)
     if option.secret:

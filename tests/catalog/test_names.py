@@ -45,3 +45,20 @@ def test_the_api_model_id_is_the_file_name_without_its_gguf_ending() -> None:
     assert file_stem(r"C:\models\My-Model.Q8_0.GGUF") == "My-Model.Q8_0"
     assert file_stem("/m/notes.txt") == "notes.txt"
     assert quant_of(r"C:\models\My-Model.Q8_0.GGUF") == "Q8_0"
+
+
+def test_the_api_id_is_the_catalog_id_for_any_of_its_files_else_the_file_stem() -> None:
+    """One id for a file on both servers and in the README (the app's said the file stem, `serve` the
+    catalog id)."""
+    from localchat.catalog.drafters import load_catalog
+    from localchat.catalog.names import served_id, shipped_served_id
+
+    catalog = load_catalog()
+    starter = "/models/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert served_id(starter, catalog) == "qwen2.5-coder-1.5b-instruct"
+    assert shipped_served_id(starter.upper().replace("/MODELS", "/models")) == "qwen2.5-coder-1.5b-instruct"
+    entry = catalog.get("qwen2.5-coder-1.5b-instruct")
+    for quant in entry.quants:  # whichever quantization is loaded
+        assert served_id(f"C:\\models\\{quant.filename}", catalog) == entry.id
+    assert served_id("/m/SmolLM2-135M-Instruct.Q4_1.gguf", catalog) == "SmolLM2-135M-Instruct.Q4_1"
+    assert served_id("/m/mine.GGUF", None) == "mine"

@@ -258,11 +258,15 @@ def test_ngram_without_draft_model_and_no_model(qtbot, tmp_path: Path) -> None:
     assert [m.name for m in dialog.selected_modes()] == ["off", "ngram", "adaptive"]
     current: list[EngineConfig | None] = [None]
     empty, _ = make(qtbot, tmp_path, lambda: current[0])
+    assert empty.model_label.text() == "Load a model first: the benchmark measures the model in use."
+    assert not empty.run_button.isEnabled()
     assert not empty.run()
-    assert empty.status_label.text() == "Load a model first: the benchmark measures the model in use."
+    # Said once: Run wrote the same sentence again under the button.
+    assert empty.status_label.text() == ""
     current[0] = CONFIG
     empty.refresh_config()
     assert "draft.gguf" in empty.on_check.text()
+    assert empty.run_button.isEnabled()
 
 
 def test_open_benchmark_dialog_reuses_the_open_one(qtbot, tmp_path: Path) -> None:
@@ -281,3 +285,20 @@ def test_helpers() -> None:
     prompts = [BenchPrompt(str(i), "a" if i % 2 else "b", "p") for i in range(6)]
     assert [p.id for p in limit_per_category(prompts, 2)] == ["0", "1", "2", "3"]
     assert [p.id for p in typed_prompts('{"id": "x", "prompt": "y"}')] == ["x"]
+
+
+def test_the_starter_pair_is_called_by_the_catalogs_names(qtbot, tmp_path: Path) -> None:
+    """The GGUFs' own general.name called the drafter "Qwen2.5 Coder 0.5B Instruct AWQ" (the tool it was
+    converted with); the dialog names the pair as the window does."""
+    pair = EngineConfig("/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                        draft_path="/m/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    dialog, service = make(qtbot, tmp_path, pair)
+    assert dialog.model_label.text().startswith(
+        "Target Qwen2.5-Coder 1.5B Instruct · Q4_K_M, draft model Qwen2.5-Coder 0.5B Instruct · Q4_K_M.")
+    info = EngineInfo("CPU", model_info("Qwen2.5 Coder 1.5B Instruct GGUF", pair.target_path),
+                      model_info("Qwen2.5 Coder 0.5B Instruct AWQ", str(pair.draft_path)), 2048, 2, 0, ON)
+    service.bench_event.emit(Loaded(info, ""))
+    status = dialog.status_label.text()
+    assert status.startswith(
+        "Loaded Qwen2.5-Coder 1.5B Instruct · Q4_K_M (Qwen2.5-Coder 0.5B Instruct · Q4_K_M)")
+    assert "AWQ" not in status and "GGUF" not in status

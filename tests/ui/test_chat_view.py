@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QGuiApplication
 
 from localchat.ui.chat_view import REDRAW_MS, ChatView, DisplayMessage
@@ -164,3 +164,84 @@ def test_a_users_message_menu_offers_edit(qtbot, view: ChatView) -> None:
     with qtbot.waitSignal(view.edit_requested) as blocker:
         user_menu["edit_message"].trigger()
     assert blocker.args == [7]
+
+
+def _long_chat(count: int = 400) -> list[DisplayMessage]:
+    return [DisplayMessage("user" if i % 2 == 0 else "assistant",
+                           f"message {i}: " + "words to read " * 30) for i in range(count)]
+
+
+def _at_end(view: ChatView) -> bool:
+    bar = view.verticalScrollBar()
+    return bar.maximum() > 0 and bar.value() == bar.maximum()
+
+
+def test_a_long_chat_loaded_before_the_window_shows_opens_at_its_newest(qtbot, view: ChatView) -> None:
+    """The last chat is loaded at start-up, before the window appears: QTextEdit's first show scrolled to
+    the top, and the new message, the reading progress and the reply stayed out of sight."""
+    view.set_messages(_long_chat())
+    view.show()
+    qtbot.waitExposed(view)
+    qtbot.wait(300)  # QTextDocument lays a long chat out a slice at a time, on a timer
+    assert _at_end(view)
+    assert not view.jump_button.isVisible()
+    view.add_message(DisplayMessage("user", "the newest question"))
+    view.begin_reply("Fake-1B")
+    view.set_reading("Reading 12%")
+    qtbot.wait(500)
+    assert _at_end(view)
+    cursor = view.cursorForPosition(view.viewport().rect().bottomLeft())
+    shown = view.toPlainText()[max(0, cursor.position() - 200):cursor.position() + 50]
+    assert "Reading 12%" in shown  # the reading progress is what the view shows at its foot
+
+
+def test_scrolling_up_stops_following_and_the_jump_button_follows_again(qtbot, view: ChatView) -> None:
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_messages(_long_chat(40))
+    view.add_message(DisplayMessage("user", "question"))
+    view.begin_reply()
+    view.append_reply("first words ")
+    qtbot.waitUntil(lambda: "first words" in view.toPlainText(), timeout=REDRAW_MS * 20)
+    assert _at_end(view) and view.following and not view.jump_button.isVisible()
+    bar = view.verticalScrollBar()
+    bar.triggerAction(bar.SliderAction.SliderPageStepSub)  # the user pages up
+    held = bar.value()
+    assert held < bar.maximum() and not view.following
+    assert view.jump_button.isVisible()
+    assert view.jump_button.text().endswith("Jump to newest")
+    for _ in range(5):
+        view.append_reply("more streamed text " * 20)
+        qtbot.wait(REDRAW_MS * 2)
+    assert bar.value() == held  # the reader is left where they were
+    assert view.jump_button.isVisible()
+    qtbot.mouseClick(view.jump_button, Qt.MouseButton.LeftButton)
+    assert _at_end(view) and view.following and not view.jump_button.isVisible()
+    view.append_reply("the last words")
+    qtbot.waitUntil(lambda: "the last words" in view.toPlainText(), timeout=REDRAW_MS * 20)
+    assert _at_end(view)
+    view.end_reply("done")
+    assert _at_end(view)
+
+
+def test_a_message_the_user_sends_scrolls_into_view_even_when_scrolled_up(qtbot, view: ChatView) -> None:
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_messages(_long_chat(40))
+    bar = view.verticalScrollBar()
+    bar.setValue(0)  # reading the start of the chat
+    assert not view.following and view.jump_button.isVisible()
+    view.add_message(DisplayMessage("user", "a new question"))
+    assert _at_end(view) and view.following and not view.jump_button.isVisible()
+
+
+def test_a_finished_reply_leaves_a_reader_who_scrolled_up_in_place(qtbot, view: ChatView) -> None:
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_messages(_long_chat(40))
+    view.begin_reply()
+    bar = view.verticalScrollBar()
+    bar.setValue(20)
+    view.append_reply("text " * 300)
+    view.end_reply("12 tok/s")
+    assert bar.value() == 20 and view.jump_button.isVisible()

@@ -534,3 +534,22 @@ def test_a_long_prompt_being_read_shows_its_progress_then_the_reply(
     qtbot.waitUntil(lambda: "Reading the conversation" not in w.chat_view.toPlainText(), timeout=3000)
     assert w.chat_view.streaming_text == "Here it is."
     engine.finish()
+
+
+def test_the_benchmark_dialog_follows_the_model_loaded_while_it_is_open(
+    qtbot, parts: AppParts, tmp_path: Path
+) -> None:
+    """Run is greyed (said once, beside the models) while no model is loaded, and ready once one is."""
+    from localchat.ui.bench_dialog import BenchmarkDialog
+
+    w = parts.window
+    w.show()
+    w.menus.benchmark_action.trigger()
+    w.menus.benchmark_action.trigger()  # the same dialog again: connected once
+    (dialog,) = w.findChildren(BenchmarkDialog)
+    assert not dialog.run_button.isEnabled()
+    assert dialog.model_label.text().startswith("Load a model first")
+    loaded(parts, tmp_path)
+    assert dialog.run_button.isEnabled()
+    assert "model.gguf" in dialog.model_label.text()
+    dialog.close()

@@ -94,3 +94,34 @@ def test_an_unknown_or_unnamed_language_stays_plain() -> None:
         html = render_message(md, COLORS, [])
         assert "<pre" in html and "x = 1" in html
         assert "<span style=\"color: #" not in html
+
+
+def _plain(html: str) -> str:
+    """The HTML's tags and text with the styles left out, for asserting the structure."""
+    import re
+
+    return re.sub(r' style="[^"]*"', "", html)
+
+
+def test_a_poems_single_line_breaks_stay_line_breaks(qapp) -> None:
+    """A poem showed as two paragraphs, each of its lines run into the next."""
+    poem = "Roses are red,\nViolets are blue,\nSugar is sweet.\n\nAnd so are you,\nsaid the poem."
+    html = _plain(render_message(poem, COLORS, []))
+    assert html.count("<p>") == 2  # the blank line still parts the stanzas
+    assert "<p>Roses are red,<br />Violets are blue,<br />Sugar is sweet.</p>" in html
+    assert "<p>And so are you,<br />said the poem.</p>" in html
+
+
+def test_lists_headings_tables_and_code_keep_their_shape_with_line_breaks(qapp) -> None:
+    md = ("Steps:\n- one\n- two\n  more of two\n1. first\n2. second\n\n# Heading\nText under it\n"
+          "\n| a | b |\n|---|---|\n| 1 | 2 |\n\nSetext\n---\n\n```python\nx = 1\ny = 2\n```\nAfter.")
+    blocks: list[str] = []
+    html = _plain(render_message(md, COLORS, blocks))
+    assert "<p>Steps:</p>" in html  # the list was not swallowed into the line above
+    assert "<li>one</li>" in html and "<li>two<br />more of two</li>" in html
+    assert "<li>first</li>" in html and "<li>second</li>" in html
+    assert "Heading</span></h1>" in html and "<p>Text under it</p>" in html
+    assert html.split("Setext")[0].count("<td>") == 4  # the table's rows are not cut by a break
+    assert "Setext</span></h2>" in html
+    assert blocks == ["x = 1\ny = 2"]
+    assert "<br />" not in html.split("<pre")[1].split("</pre>")[0]  # code keeps its own lines

@@ -14,7 +14,7 @@ from localchat.ui.model_manager import CATALOG_COLUMNS, LOCAL_COLUMNS, ModelMana
 
 class FakeDownloader(QObject):
     progress = Signal(object, int, int)
-    finished = Signal(object)
+    finished = Signal(object, str, str)  # job, target path, draft path ("" without one)
     failed = Signal(object, str)
 
     def __init__(self) -> None:
@@ -384,3 +384,28 @@ def test_the_models_folder_is_shown_by_real_path_and_opens_in_the_file_manager(
     assert dialog.local_message.text() == (
         f"No file manager opened {real_folder.resolve()}; it is the models folder."
     )
+
+
+def test_a_finished_download_is_listed_at_once_and_offered(qtbot, tmp_path: Path, smollm2_path: Path) -> None:
+    """It said "No models yet" until the manager was reopened, and offered nothing to load."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    downloader = FakeDownloader()
+    dialog = ModelManagerDialog(catalog(), Library([folder]), downloader=downloader)
+    qtbot.addWidget(dialog)
+    assert dialog.local_table.rowCount() == 0
+    assert dialog.local_message.text().startswith("No models yet")
+    dialog.catalog_table.selectRow(0)
+    dialog.download_button.click()
+    target = folder / "model-0.gguf"
+    target.symlink_to(smollm2_path)  # the download wrote its file
+    downloader.finished.emit(1, str(target), "")
+    assert dialog.tabs.currentIndex() == 0
+    assert dialog.local_table.rowCount() == 1
+    assert dialog.local_table.currentRow() == 0  # selected, ready for Load
+    assert "No models yet" not in dialog.local_message.text()
+    assert dialog.local_message.text() == "Downloaded Model 0: ready to chat with."
+    assert not dialog.load_now_button.isHidden()
+    with qtbot.waitSignal(dialog.load_requested) as blocker:
+        dialog.load_now_button.click()
+    assert blocker.args == [str(target), None]

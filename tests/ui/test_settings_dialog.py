@@ -43,3 +43,20 @@ def test_changed_values_and_restore_defaults(qtbot) -> None:
         assert option.validate(dialog.values().get(option.name, value)) is not None
     dialog._on_restore_defaults_clicked()
     assert dialog.values()["draft_tokens"] == 4
+
+
+def test_an_empty_models_folder_shows_the_real_folder_not_default(
+    qtbot, tmp_path, monkeypatch
+) -> None:
+    """It showed "Default", which told nobody where the models go."""
+    from localchat.settings import folders
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    settings = Settings()
+    dialog = SettingsDialog(OPTIONS, settings.as_dict())
+    qtbot.addWidget(dialog)
+    field = dialog.editors["models_folder"]
+    assert field.edit.text() == ""
+    assert field.edit.placeholderText() == str(folders.models_dir())
+    assert field.edit.placeholderText().startswith(str(tmp_path / "data"))
+    assert dialog.editors["draft_model_path"].edit.placeholderText() != "Default"
