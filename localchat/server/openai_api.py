@@ -19,12 +19,27 @@ from starlette.routing import Route
 from localchat.engine.types import GenerationResult
 from localchat.host.events import Finished, JobEvent, Tokens
 from localchat.server import shapes
+from localchat.server.chat_stream import ChatStream
 from localchat.server.errors import ApiError, failure_error
 from localchat.server.parsing import ParsedRequest, parse_chat, parse_completion
 from localchat.server.streaming import sse
 
 if TYPE_CHECKING:
     from localchat.server.app import Api
+
+
+def refused_field(error: ApiError, parsed: ParsedRequest) -> ApiError:
+    """An engine's refusal of a request (``invalid_request``: a schema or grammar that does not
+    compile, or that no text matches; a tool's schema) with the field it came from named."""
+    if error.code != "invalid_request" or error.param is not None:
+        return error
+    req = parsed.request
+    field = parsed.constraint_field or ("tools" if req.tools else "")
+    if not field:
+        return error
+    error.param = field
+    error.message = f"{error.message.rstrip('.')} (in '{field}')."
+    return error
 
 
 class OpenAIRoutes:
@@ -50,34 +65,15 @@ class OpenAIRoutes:
 
     async def _chat(self, request: Request, parsed: ParsedRequest) -> Response:
         rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.api.model_id
-        opening = [sse(shapes.chat_chunk(rid, created, model, {"role": "assistant", "content": ""}))]
-
-        def render(event: JobEvent) -> list[bytes]:
-            out, opening[:] = list(opening), []
-            if isinstance(event, Tokens):
-                if event.event.text:
-                    out.append(sse(shapes.chat_chunk(rid, created, model, {"content": event.event.text})))
-            elif isinstance(event, Finished):
-                result = event.result
-                last = shapes.chat_chunk(rid, created, model, {}, shapes.finish_reason(result.finish_reason))
-                last["timings"] = shapes.timings(result.stats)
-                last.update(shapes.extras(result, parsed.mode, parsed.warning))
-                out.append(sse(last))
-                if parsed.include_usage:
-                    tail = shapes.chat_chunk(rid, created, model, {})
-                    tail["choices"] = []
-                    tail["usage"] = shapes.usage(result.stats)
-                    tail["timings"] = last["timings"]
-                    out.append(sse(tail))
-                out.append(b"data: [DONE]\n\n")
-            else:
-                out.append(sse(failure_error(event.failure).body()))
-            return out
+        stream = ChatStream(rid, created, model, parsed)
 
         def whole(result: GenerationResult) -> dict[str, Any]:
             return shapes.chat_completion(rid, created, model, result, parsed.mode, parsed.warning)
 
-        return await self.api.answer(request, parsed, whole, render)
+        try:
+            return await self.api.answer(request, parsed, whole, stream.render)
+        except ApiError as exc:
+            raise refused_field(exc, parsed) from None
 
     async def completions(self, request: Request) -> Response:
         try:
