@@ -164,6 +164,8 @@ def test_an_engine_refusal_names_the_field_the_constraint_came_from() -> None:
     named = refused_field(bad, parse(response_format=fmt))
     assert named.status == 400 and named.param == "response_format"
     assert named.message == "The JSON schema cannot be used: no text matches it (in 'response_format')."
+    tool_grammar = failure_error(Failure(FailureKind.INVALID_REQUEST, sentence))
+    assert refused_field(tool_grammar, parse(tools=TOOLS)).param == "tools"
     other = failure_error(Failure(FailureKind.CONTEXT_EXCEEDED))
     assert refused_field(other, parse(response_format=fmt)).param == "messages"
 
