@@ -5,6 +5,7 @@
   (fields.checked_tools);
 - an assistant message's ``tool_calls`` (arguments as JSON text, as OpenAI sends them) and a
   ``tool`` message's ``tool_call_id``, named after the call it answers;
+- llama-server's ``reasoning_format`` ("none": the thinking stays in the content);
 - ``response_format`` (``text``, ``json_object``, ``json_schema``), llama-server's ``json_schema``
   and its ``grammar``: Lark (llguidance's dialect, also when it starts with llama.cpp's
   ``%llguidance`` marker), or GBNF when the text defines its rules with ``::=``, which Lark never
@@ -47,6 +48,13 @@ def assistant_calls(message: Mapping[str, Any], index: int) -> tuple[ToolCall, .
         arguments = fields.arguments_text(fn.get("arguments", "{}"), f"{at}.function.arguments")
         calls.append(ToolCall(call_id, name, arguments))
     return tuple(calls)
+
+
+def separate_reasoning(body: Mapping[str, Any]) -> bool:
+    """llama-server's ``reasoning_format``: "none" leaves the thinking in the content; any other
+    ("auto", "deepseek"...) or none given puts it in ``reasoning_content``."""
+    value = body.get("reasoning_format")
+    return value is None or fields.text(value, "reasoning_format") != "none"
 
 
 def _grammar(value: Any) -> OutputConstraint:

@@ -240,7 +240,7 @@ def session_key(messages: tuple[ChatMessage, ...], prompt: str | None, user: Any
 def parse_chat(body: Mapping[str, Any], info: EngineInfo | None, limits: Limits) -> ParsedRequest:
     """OpenAI's chat completions, with tools and structured output (server/chat_fields.py); the
     thinking of a thinking model goes apart from the content (``reasoning_content``), as
-    llama-server does."""
+    llama-server does, unless its ``reasoning_format`` is "none"."""
     messages = _messages(body)
     stream, include_usage = _stream(body)
     spec, mode, warning = speculation(body, info, limits)
@@ -257,7 +257,7 @@ def parse_chat(body: Mapping[str, Any], info: EngineInfo | None, limits: Limits)
         tool_choice=choice,
         parallel_tool_calls=parallel,
         constraint=constraint,
-        separate_reasoning=True,
+        separate_reasoning=chat_fields.separate_reasoning(body),
     )
     return ParsedRequest(request, _model(body), stream, include_usage, mode, warning, constraint_field)
 

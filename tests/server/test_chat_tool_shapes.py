@@ -68,6 +68,8 @@ def test_tools_and_each_tool_choice_reach_the_engine() -> None:
     assert named.request.tool_choice.mode is ToolChoiceMode.FUNCTION
     assert named.request.tool_choice.name == "get_weather"
     assert not parse(tools=TOOLS, parallel_tool_calls=False).request.parallel_tool_calls
+    assert not parse(reasoning_format="none").request.separate_reasoning
+    assert parse(reasoning_format="deepseek").request.separate_reasoning
 
 
 def test_the_history_carries_calls_with_null_content_and_tool_results() -> None:
