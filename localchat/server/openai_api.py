@@ -3,7 +3,10 @@
 Each route parses its body (server/parsing.py) into one GenerationRequest, runs
 it as a job through the shared ``Api`` and shapes what comes back
 (server/shapes.py): one JSON body, or server-sent events as OpenAI and
-llama-server send them.
+llama-server send them. Chat's tools and structured output are read by
+server/chat_fields.py and its stream is server/chat_stream.py; when the engine
+refuses a request's schema or grammar (it compiles them), the 400 names the field
+the constraint came from (``refused_field``).
 """
 
 from __future__ import annotations
