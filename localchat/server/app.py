@@ -26,9 +26,7 @@ and its surface's error shape.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-import importlib.metadata
 import json
 import logging
 import time
@@ -45,9 +43,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from localchat.catalog.gguf import read_chat_template
 from localchat.catalog.names import file_name, file_stem
-from localchat.engine.types import GenerationRequest, GenerationResult, SamplingParams
+from localchat.engine.types import GenerationRequest, GenerationResult
 from localchat.host.events import Failed, Failure, FailureKind, Finished, JobEvent, Phase, Tokens
 from localchat.host.sources import Surface, job_source
 from localchat.host.supervisor import EngineSupervisor
@@ -88,13 +85,6 @@ class ServerSettings:
     max_body_bytes: int = 8 * 1024 * 1024
     max_tokens: int | None = None  # None: the loaded context length
     default_mode: str = "adaptive"
-
-
-def package_version() -> str:
-    try:
-        return importlib.metadata.version("localchat")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
-        return "unknown"
 
 
 def surface_for_path(path: str) -> Surface:
@@ -178,15 +168,12 @@ class Api:
         self.settings = settings
         self.metrics = Metrics()
         self.started = int(time.time())
-        self._template = ("", "")  # (model path, its chat template) for /props
         routes = [
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/models", self.models, methods=["GET"]),
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
-            Route("/props", self.props, methods=["GET"]),
-            Route("/v1/props", self.props, methods=["GET"]),
             *OpenAIRoutes(self).routes(),
             *ResponsesRoutes(self).routes(),
             *AnthropicRoutes(self).routes(),
@@ -372,47 +359,6 @@ class Api:
                              "draft": info.draft.name if info.draft is not None else None}
             entry["capabilities"] = shapes.capabilities(info)
         return JSONResponse({"object": "list", "data": [entry]})
-
-    async def props(self, request: Request) -> Response:
-        """llama-server's ``/props``: the served model, its chat template and default settings (web
-        UIs and IDE plugins read ``n_ctx`` and the template from here)."""
-        info = self.supervisor.state.info
-        if info is None:
-            try:
-                self.check_ready()
-            except ApiError as exc:
-                return exc.response()
-            return ApiError(503, "The model is still loading; try again in a few seconds.",
-                            type="unavailable_error", code="model_loading",
-                            headers={"Retry-After": str(RETRY_AFTER_S)}).response()
-        path = info.target.path
-        if self._template[0] != path:
-            self._template = (path, await asyncio.to_thread(read_chat_template, path))
-        defaults = SamplingParams()
-        return JSONResponse({
-            "default_generation_settings": {
-                "n_ctx": info.n_ctx,
-                "model": self.model_id,
-                "speculative": info.draft is not None,
-                "params": {
-                    "n_predict": self.limits().max_tokens,
-                    "temperature": defaults.temperature,
-                    "top_k": defaults.top_k,
-                    "top_p": defaults.top_p,
-                    "min_p": defaults.min_p,
-                    "repeat_penalty": defaults.repeat_penalty,
-                    "repeat_last_n": defaults.repeat_last_n,
-                    "speculative.mode": self.settings.default_mode,
-                },
-            },
-            "total_slots": 1,
-            "model_path": path,
-            "model_alias": self.model_id,
-            "modalities": {"vision": False, "audio": False},
-            "chat_template": self._template[1],
-            "capabilities": shapes.capabilities(info),
-            "build_info": f"localchat {package_version()}",
-        })
 
     async def health(self, request: Request) -> Response:
         state = self.supervisor.state

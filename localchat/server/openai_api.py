@@ -1,4 +1,4 @@
-"""OpenAI's chat and text completions, and llama.cpp's native /completion and /infill.
+"""OpenAI's chat and text completions, and llama.cpp's native /completion, /infill and /props.
 
 Each route parses its body (server/parsing.py) into one GenerationRequest, runs
 it as a job through the shared ``Api`` and shapes what comes back
@@ -11,24 +11,34 @@ the constraint came from (``refused_field``).
 
 from __future__ import annotations
 
+import asyncio
+import importlib.metadata
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from localchat.engine.types import GenerationResult
+from localchat.catalog.gguf import read_chat_template
+from localchat.engine.types import GenerationResult, SamplingParams
 from localchat.host.events import Finished, JobEvent, Tokens
 from localchat.server import shapes
 from localchat.server.chat_stream import ChatStream
-from localchat.server.errors import ApiError, failure_error
+from localchat.server.errors import RETRY_AFTER_S, ApiError, failure_error
 from localchat.server.parsing import ParsedRequest, parse_chat, parse_completion
 from localchat.server.streaming import sse
 
 if TYPE_CHECKING:
     from localchat.server.app import Api
+
+
+def package_version() -> str:
+    try:
+        return importlib.metadata.version("localchat")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
 
 
 def refused_field(error: ApiError, parsed: ParsedRequest) -> ApiError:
@@ -48,6 +58,7 @@ def refused_field(error: ApiError, parsed: ParsedRequest) -> ApiError:
 class OpenAIRoutes:
     def __init__(self, api: Api) -> None:
         self.api = api
+        self._template = ("", "")  # (model path, its chat template) for /props
 
     def routes(self) -> list[Route]:
         return [
@@ -57,7 +68,50 @@ class OpenAIRoutes:
             Route("/completion", self.native_completion, methods=["POST"]),
             Route("/completions", self.native_completion, methods=["POST"]),
             Route("/infill", self.infill, methods=["POST"]),
+            Route("/props", self.props, methods=["GET"]),
+            Route("/v1/props", self.props, methods=["GET"]),
         ]
+
+    async def props(self, request: Request) -> Response:
+        """llama-server's ``/props``: the served model, its chat template and default settings (web
+        UIs and IDE plugins read ``n_ctx`` and the template from here)."""
+        info = self.api.supervisor.state.info
+        if info is None:
+            try:
+                self.api.check_ready()
+            except ApiError as exc:
+                return exc.response()
+            return ApiError(503, "The model is still loading; try again in a few seconds.",
+                            type="unavailable_error", code="model_loading",
+                            headers={"Retry-After": str(RETRY_AFTER_S)}).response()
+        path = info.target.path
+        if self._template[0] != path:
+            self._template = (path, await asyncio.to_thread(read_chat_template, path))
+        defaults = SamplingParams()
+        return JSONResponse({
+            "default_generation_settings": {
+                "n_ctx": info.n_ctx,
+                "model": self.api.model_id,
+                "speculative": info.draft is not None,
+                "params": {
+                    "n_predict": self.api.limits().max_tokens,
+                    "temperature": defaults.temperature,
+                    "top_k": defaults.top_k,
+                    "top_p": defaults.top_p,
+                    "min_p": defaults.min_p,
+                    "repeat_penalty": defaults.repeat_penalty,
+                    "repeat_last_n": defaults.repeat_last_n,
+                    "speculative.mode": self.api.settings.default_mode,
+                },
+            },
+            "total_slots": 1,
+            "model_path": path,
+            "model_alias": self.api.model_id,
+            "modalities": {"vision": False, "audio": False},
+            "chat_template": self._template[1],
+            "capabilities": shapes.capabilities(info),
+            "build_info": f"localchat {package_version()}",
+        })
 
     async def chat(self, request: Request) -> Response:
         try:
