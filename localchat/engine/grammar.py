@@ -80,7 +80,11 @@ def constraint_key(c: OutputConstraint) -> str:
 
 def sentence(what: str, detail: str) -> str:
     """llguidance's message (often several lines with a caret under the grammar) as one sentence."""
-    first = detail.strip().splitlines()[0].strip() if detail.strip() else "unknown error"
+    lines = [line.strip() for line in detail.strip().splitlines() if line.strip()]
+    first = lines[0] if lines else "unknown error"
+    if first.endswith(":"):  # a regex's error: "regex parse error:", the pattern, a caret, "error: why"
+        why = next((line[6:].strip() for line in lines[1:] if line.startswith("error:")), "")
+        first = f"{first} {why}" if why else first.rstrip(":")
     m = re.match(r"at (\d+)\((\d+)\): (.*)", first)
     if m:
         first = f"{m.group(3)} (line {m.group(1)}, column {m.group(2)})"

@@ -150,7 +150,7 @@ def _conversation(body: Mapping[str, Any]) -> list[ChatMessage]:
     return [m for i, message in enumerate(raw) for m in _turn(message, i, names)]
 
 
-def _tools(body: Mapping[str, Any]) -> tuple[tuple[Tool, ...], ToolChoice, bool]:
+def _tools(body: Mapping[str, Any], info: EngineInfo | None) -> tuple[tuple[Tool, ...], ToolChoice, bool]:
     tools = []
     for i, raw in enumerate(fields.listing(body.get("tools") or [], "tools")):
         where = f"tools[{i}]"
@@ -186,13 +186,13 @@ def _tools(body: Mapping[str, Any]) -> tuple[tuple[Tool, ...], ToolChoice, bool]
         name = fields.text(spec.get("name"), "tool_choice.name") if kind == "tool" else ""
         choice = ToolChoice(modes[kind], name)
         parallel = not fields.flag(spec, "disable_parallel_tool_use", False)
-    return fields.checked_tools(tools, choice), choice, parallel
+    return fields.checked_tools(tools, choice, info), choice, parallel
 
 
 def parse_messages(body: Mapping[str, Any], info: EngineInfo | None, limits: Limits) -> ParsedRequest:
     """``POST /v1/messages`` (also ``/v1/messages/count_tokens``, whose body has no ``max_tokens``)."""
     messages = (*_system(body), *_conversation(body))
-    tools, choice, parallel = _tools(body)
+    tools, choice, parallel = _tools(body, info)
     thinking = body.get("thinking")
     if thinking is not None:
         fields.mapping(thinking, "thinking", '{"type": "enabled", "budget_tokens": 1024}')

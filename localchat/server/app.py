@@ -48,6 +48,7 @@ from localchat.engine.types import GenerationRequest, GenerationResult
 from localchat.host.events import Failed, Failure, FailureKind, Finished, JobEvent, Phase, Tokens
 from localchat.host.sources import Surface, job_source
 from localchat.host.supervisor import EngineSupervisor
+from localchat.server import shapes
 from localchat.server.anthropic_api import AnthropicRoutes
 from localchat.server.errors import (
     RETRY_AFTER_S,
@@ -356,6 +357,7 @@ class Api:
         if info is not None:
             entry["meta"] = {"n_ctx": info.n_ctx, "n_params": info.target.n_params,
                              "draft": info.draft.name if info.draft is not None else None}
+            entry["capabilities"] = shapes.capabilities(info)
         return JSONResponse({"object": "list", "data": [entry]})
 
     async def health(self, request: Request) -> Response:

@@ -1,11 +1,11 @@
-"""Fields the Responses, Anthropic and Ollama surfaces share beyond parsing.py's: tools, structured
-output, and the small type checks their shapes need, each problem one sentence naming the field.
+"""Fields the API surfaces share beyond parsing.py's: tools, tool_choice, structured output, and the
+small type checks their shapes need, each problem one sentence naming the field.
 
 The tools each surface sends differ only in their wrapping (Anthropic's ``input_schema``, the
-Responses API's flat ``{"type": "function", "name", "parameters"}``, Ollama's nested
-``{"function": {...}}``); each surface unwraps them and builds engine ``Tool``s here, and
-``checked_tools`` refuses a bad set with the engine's own sentences (tooluse/validate.py) before
-anything is queued.
+Responses API's flat ``{"type": "function", "name", "parameters"}``, the nested
+``{"type": "function", "function": {...}}`` of chat completions and Ollama); each surface unwraps
+them and builds engine ``Tool``s here, and ``checked_tools`` refuses a bad set with the engine's own
+sentences (tooluse/validate.py) before anything is queued.
 """
 
 from __future__ import annotations
@@ -14,9 +14,18 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from localchat.engine.errors import ToolRequestError
+from localchat.engine.errors import ToolChoiceError, ToolRequestError
 from localchat.engine.tooluse.validate import check_tools
-from localchat.engine.types import ChatMessage, ConstraintKind, OutputConstraint, Tool, ToolCall, ToolChoice
+from localchat.engine.types import (
+    ChatMessage,
+    ConstraintKind,
+    EngineInfo,
+    OutputConstraint,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolChoiceMode,
+)
 from localchat.server.errors import bad_request
 
 
@@ -78,10 +87,69 @@ def tool(name: Any, description: Any, schema: Any, where: str) -> Tool:
     return Tool(name, description, json.dumps(schema, ensure_ascii=False))
 
 
-def checked_tools(tools: Sequence[Tool], choice: ToolChoice) -> tuple[Tool, ...]:
-    """The tools, once the engine's own rules accept them with ``choice`` (else a 400 with its sentence)."""
+def function_tools(value: Any, where: str = "tools") -> list[Tool]:
+    """Tools in the nested shape of chat completions and Ollama:
+    ``[{"type": "function", "function": {"name", "description", "parameters"}}]``."""
+    tools = []
+    for i, raw in enumerate(listing(value or [], where)):
+        at = f"{where}[{i}]"
+        spec = mapping(raw, at, '{"type": "function", "function": {"name": "...", "parameters": {...}}}')
+        kind = spec.get("type", "function")
+        if kind != "function":
+            raise bad_request(
+                f"'{at}.type' is {kind!r}; this server runs function tools (type \"function\").",
+                f"{at}.type",
+                "unsupported_tool",
+            )
+        fn = mapping(spec.get("function"), f"{at}.function", '{"name": "...", "parameters": {...}}')
+        tools.append(tool(fn.get("name"), fn.get("description"), fn.get("parameters"), f"{at}.function"))
+    return tools
+
+
+CHOICE_MODES = {"auto": ToolChoiceMode.AUTO, "none": ToolChoiceMode.NONE, "required": ToolChoiceMode.REQUIRED}
+
+
+def tool_choice(value: Any) -> ToolChoice:
+    """``tool_choice``: "auto", "none", "required", or a function named as chat completions do
+    (``{"type": "function", "function": {"name": ...}}``) or as the Responses API does
+    (``{"type": "function", "name": ...}``)."""
+    if value is None:
+        return ToolChoice()
+    if isinstance(value, str):
+        if value not in CHOICE_MODES:
+            raise bad_request(
+                "'tool_choice' must be auto, none, required or "
+                '{"type": "function", "function": {"name": ...}}; it was ' + repr(value) + ".",
+                "tool_choice",
+                "invalid_value",
+            )
+        return ToolChoice(CHOICE_MODES[value])
+    spec = mapping(value, "tool_choice", '{"type": "function", "function": {"name": "..."}}')
+    if spec.get("type") != "function":
+        raise bad_request(
+            "'tool_choice' may name a function tool only "
+            '({"type": "function", "function": {"name": ...}}).',
+            "tool_choice",
+            "invalid_value",
+        )
+    if "function" in spec:
+        fn = mapping(spec["function"], "tool_choice.function", '{"name": "..."}')
+        name = text(fn.get("name"), "tool_choice.function.name")
+    else:
+        name = text(spec.get("name"), "tool_choice.name")
+    return ToolChoice(ToolChoiceMode.FUNCTION, name)
+
+
+def checked_tools(
+    tools: Sequence[Tool], choice: ToolChoice, info: EngineInfo | None = None
+) -> tuple[Tool, ...]:
+    """The tools, once the engine's own rules accept them with ``choice`` (else a 400 with its sentence);
+    with ``info``, also for the loaded model (tools need its chat template)."""
+    templated = info is None or info.target.has_chat_template
     try:
-        check_tools(tools, choice)
+        check_tools(tools, choice, templated=templated)
+    except ToolChoiceError as exc:
+        raise bad_request(str(exc), "tool_choice", "invalid_tools") from None
     except ToolRequestError as exc:
         raise bad_request(str(exc), "tools" if tools else "tool_choice", "invalid_tools") from None
     return tuple(tools)

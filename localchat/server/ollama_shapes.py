@@ -117,16 +117,8 @@ def _format(body: Mapping[str, Any]) -> OutputConstraint | None:
     raise bad_request("'format' must be \"json\" or a JSON Schema object.", "format", "invalid_value")
 
 
-def _tools(body: Mapping[str, Any]) -> tuple[Tool, ...]:
-    tools = []
-    for i, raw in enumerate(fields.listing(body.get("tools") or [], "tools")):
-        where = f"tools[{i}]"
-        spec = fields.mapping(raw, where, '{"type": "function", "function": {...}}')
-        fn = fields.mapping(spec.get("function"), f"{where}.function", '{"name": "...", "parameters": {...}}')
-        tools.append(
-            fields.tool(fn.get("name"), fn.get("description"), fn.get("parameters"), f"{where}.function")
-        )
-    return fields.checked_tools(tools, ToolChoice())
+def _tools(body: Mapping[str, Any], info: EngineInfo | None) -> tuple[Tool, ...]:
+    return fields.checked_tools(fields.function_tools(body.get("tools")), ToolChoice(), info)
 
 
 def _messages(raw: Any) -> list[ChatMessage]:
@@ -217,7 +209,7 @@ def _parsed(
     prompt: str | None = None,
 ) -> ParsedRequest:
     sampling, stop, most = _options(body, limits)
-    tools = _tools(body)
+    tools = _tools(body, info)
     if tools and prompt is not None:
         raise bad_request("Tools need a chat: send them to /api/chat.", "tools", "invalid_tools")
     think = body.get("think")

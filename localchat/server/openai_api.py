@@ -1,25 +1,32 @@
-"""OpenAI's chat and text completions, and llama.cpp's native /completion and /infill.
+"""OpenAI's chat and text completions, and llama.cpp's native /completion, /infill and /props.
 
 Each route parses its body (server/parsing.py) into one GenerationRequest, runs
 it as a job through the shared ``Api`` and shapes what comes back
 (server/shapes.py): one JSON body, or server-sent events as OpenAI and
-llama-server send them.
+llama-server send them. Chat's tools and structured output are read by
+server/chat_fields.py and its stream is server/chat_stream.py; when the engine
+refuses a request's schema or grammar (it compiles them), the 400 names the field
+the constraint came from (``refused_field``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib.metadata
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from localchat.engine.types import GenerationResult
+from localchat.catalog.gguf import read_chat_template
+from localchat.engine.types import GenerationResult, SamplingParams
 from localchat.host.events import Finished, JobEvent, Tokens
 from localchat.server import shapes
-from localchat.server.errors import ApiError, failure_error
+from localchat.server.chat_stream import ChatStream
+from localchat.server.errors import RETRY_AFTER_S, ApiError, failure_error
 from localchat.server.parsing import ParsedRequest, parse_chat, parse_completion
 from localchat.server.streaming import sse
 
@@ -27,9 +34,31 @@ if TYPE_CHECKING:
     from localchat.server.app import Api
 
 
+def package_version() -> str:
+    try:
+        return importlib.metadata.version("localchat")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
+def refused_field(error: ApiError, parsed: ParsedRequest) -> ApiError:
+    """An engine's refusal of a request (``invalid_request``: a schema or grammar that does not
+    compile, or that no text matches; a tool's schema) with the field it came from named."""
+    if error.code != "invalid_request" or error.param is not None:
+        return error
+    req = parsed.request
+    field = parsed.constraint_field or ("tools" if req.tools else "")
+    if not field:
+        return error
+    error.param = field
+    error.message = f"{error.message.rstrip('.')} (in '{field}')."
+    return error
+
+
 class OpenAIRoutes:
     def __init__(self, api: Api) -> None:
         self.api = api
+        self._template = ("", "")  # (model path, its chat template) for /props
 
     def routes(self) -> list[Route]:
         return [
@@ -39,7 +68,50 @@ class OpenAIRoutes:
             Route("/completion", self.native_completion, methods=["POST"]),
             Route("/completions", self.native_completion, methods=["POST"]),
             Route("/infill", self.infill, methods=["POST"]),
+            Route("/props", self.props, methods=["GET"]),
+            Route("/v1/props", self.props, methods=["GET"]),
         ]
+
+    async def props(self, request: Request) -> Response:
+        """llama-server's ``/props``: the served model, its chat template and default settings (web
+        UIs and IDE plugins read ``n_ctx`` and the template from here)."""
+        info = self.api.supervisor.state.info
+        if info is None:
+            try:
+                self.api.check_ready()
+            except ApiError as exc:
+                return exc.response()
+            return ApiError(503, "The model is still loading; try again in a few seconds.",
+                            type="unavailable_error", code="model_loading",
+                            headers={"Retry-After": str(RETRY_AFTER_S)}).response()
+        path = info.target.path
+        if self._template[0] != path:
+            self._template = (path, await asyncio.to_thread(read_chat_template, path))
+        defaults = SamplingParams()
+        return JSONResponse({
+            "default_generation_settings": {
+                "n_ctx": info.n_ctx,
+                "model": self.api.model_id,
+                "speculative": info.draft is not None,
+                "params": {
+                    "n_predict": self.api.limits().max_tokens,
+                    "temperature": defaults.temperature,
+                    "top_k": defaults.top_k,
+                    "top_p": defaults.top_p,
+                    "min_p": defaults.min_p,
+                    "repeat_penalty": defaults.repeat_penalty,
+                    "repeat_last_n": defaults.repeat_last_n,
+                    "speculative.mode": self.api.settings.default_mode,
+                },
+            },
+            "total_slots": 1,
+            "model_path": path,
+            "model_alias": self.api.model_id,
+            "modalities": {"vision": False, "audio": False},
+            "chat_template": self._template[1],
+            "capabilities": shapes.capabilities(info),
+            "build_info": f"localchat {package_version()}",
+        })
 
     async def chat(self, request: Request) -> Response:
         try:
@@ -50,34 +122,15 @@ class OpenAIRoutes:
 
     async def _chat(self, request: Request, parsed: ParsedRequest) -> Response:
         rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.api.model_id
-        opening = [sse(shapes.chat_chunk(rid, created, model, {"role": "assistant", "content": ""}))]
-
-        def render(event: JobEvent) -> list[bytes]:
-            out, opening[:] = list(opening), []
-            if isinstance(event, Tokens):
-                if event.event.text:
-                    out.append(sse(shapes.chat_chunk(rid, created, model, {"content": event.event.text})))
-            elif isinstance(event, Finished):
-                result = event.result
-                last = shapes.chat_chunk(rid, created, model, {}, shapes.finish_reason(result.finish_reason))
-                last["timings"] = shapes.timings(result.stats)
-                last.update(shapes.extras(result, parsed.mode, parsed.warning))
-                out.append(sse(last))
-                if parsed.include_usage:
-                    tail = shapes.chat_chunk(rid, created, model, {})
-                    tail["choices"] = []
-                    tail["usage"] = shapes.usage(result.stats)
-                    tail["timings"] = last["timings"]
-                    out.append(sse(tail))
-                out.append(b"data: [DONE]\n\n")
-            else:
-                out.append(sse(failure_error(event.failure).body()))
-            return out
+        stream = ChatStream(rid, created, model, parsed)
 
         def whole(result: GenerationResult) -> dict[str, Any]:
             return shapes.chat_completion(rid, created, model, result, parsed.mode, parsed.warning)
 
-        return await self.api.answer(request, parsed, whole, render)
+        try:
+            return await self.api.answer(request, parsed, whole, stream.render)
+        except ApiError as exc:
+            raise refused_field(exc, parsed) from None
 
     async def completions(self, request: Request) -> Response:
         try:

@@ -21,10 +21,11 @@ from localchat.engine.types import (
     SamplingParams,
     SpeculationConfig,
 )
+from localchat.server import chat_fields
 from localchat.server.errors import bad_request
 from localchat.settings.options import DRAFT_TOKENS_DEFAULT, DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class ParsedRequest:
     include_usage: bool
     mode: str  # speculation mode actually used
     warning: str = ""  # why the asked-for mode was replaced, for the response's "warning" field
+    # The field the request's output constraint came from ("response_format", "grammar"...), named
+    # when the engine refuses the constraint (a schema that does not compile, or no text matches).
+    constraint_field: str = ""
 
 
 def _number(body: Mapping[str, Any], key: str, lo: float, hi: float, default: float) -> float:
@@ -177,15 +181,32 @@ def _messages(body: Mapping[str, Any]) -> tuple[ChatMessage, ...]:
     if not isinstance(raw, list) or not raw:
         raise bad_request("'messages' must be a non-empty list.", "messages", "invalid_type")
     out = []
+    names: dict[str, str] = {}  # call id -> the function's name, for the tool message that answers it
     for i, m in enumerate(raw):
         where = f"messages[{i}]"
         if not isinstance(m, dict):
             raise bad_request(f"{where} must be an object with 'role' and 'content'.", where, "invalid_type")
         role = m.get("role")
         if role not in ROLES:
-            raise bad_request(f"{where}.role must be one of system, user, assistant; it was {role!r}.",
+            raise bad_request(f"{where}.role must be one of system, user, assistant, tool; it was {role!r}.",
                               f"{where}.role", "invalid_value")
-        out.append(ChatMessage(ROLES[role], _content(m.get("content"), where)))
+        content = _content(m.get("content"), where)
+        if role == "assistant":
+            calls = chat_fields.assistant_calls(m, i)
+            names.update((c.id, c.name) for c in calls)
+            thought = m.get("reasoning_content")
+            reasoning = thought if isinstance(thought, str) else ""
+            out.append(ChatMessage("assistant", content, calls, reasoning=reasoning))
+        elif role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise bad_request(f"{where}.tool_call_id is required: the id of the call this message "
+                                  "answers.", f"{where}.tool_call_id", "missing_field")
+            name = m.get("name") if isinstance(m.get("name"), str) else ""
+            name = name or names.get(call_id, "")
+            out.append(ChatMessage("tool", content, tool_call_id=call_id, name=name))
+        else:
+            out.append(ChatMessage(ROLES[role], content))
     return tuple(out)
 
 
@@ -217,9 +238,14 @@ def session_key(messages: tuple[ChatMessage, ...], prompt: str | None, user: Any
 
 
 def parse_chat(body: Mapping[str, Any], info: EngineInfo | None, limits: Limits) -> ParsedRequest:
+    """OpenAI's chat completions, with tools and structured output (server/chat_fields.py); the
+    thinking of a thinking model goes apart from the content (``reasoning_content``), as
+    llama-server does, unless its ``reasoning_format`` is "none"."""
     messages = _messages(body)
     stream, include_usage = _stream(body)
     spec, mode, warning = speculation(body, info, limits)
+    tools, choice, parallel = chat_fields.chat_tools(body, info)
+    constraint, constraint_field = chat_fields.output_constraint(body)
     request = GenerationRequest(
         messages=messages,
         max_tokens=_max_tokens(body, ("max_completion_tokens", "max_tokens"), limits),
@@ -227,8 +253,13 @@ def parse_chat(body: Mapping[str, Any], info: EngineInfo | None, limits: Limits)
         speculation=spec,
         stop=_stop(body),
         session=session_key(messages, None, body.get("user")),
+        tools=tools,
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+        constraint=constraint,
+        separate_reasoning=chat_fields.separate_reasoning(body),
     )
-    return ParsedRequest(request, _model(body), stream, include_usage, mode, warning)
+    return ParsedRequest(request, _model(body), stream, include_usage, mode, warning, constraint_field)
 
 
 def fill_in_the_middle(prefix: str, suffix: str, info: EngineInfo | None, middle: str = "") -> str:

@@ -32,7 +32,6 @@ from localchat.engine.types import (
     Tool,
     ToolCall,
     ToolChoice,
-    ToolChoiceMode,
 )
 from localchat.host.events import Failed, Finished, JobEvent, Tokens
 from localchat.server import fields, shapes
@@ -159,7 +158,7 @@ def _items(value: Any) -> list[ChatMessage]:
     return out
 
 
-def _tools(body: Mapping[str, Any]) -> tuple[tuple[Tool, ...], ToolChoice]:
+def _tools(body: Mapping[str, Any], info: EngineInfo | None) -> tuple[tuple[Tool, ...], ToolChoice]:
     tools = []
     for i, raw in enumerate(fields.listing(body.get("tools") or [], "tools")):
         where = f"tools[{i}]"
@@ -173,31 +172,8 @@ def _tools(body: Mapping[str, Any]) -> tuple[tuple[Tool, ...], ToolChoice]:
                 "unsupported_tool",
             )
         tools.append(fields.tool(spec.get("name"), spec.get("description"), spec.get("parameters"), where))
-    raw_choice = body.get("tool_choice")
-    choice = ToolChoice()
-    if isinstance(raw_choice, str):
-        modes = {
-            "auto": ToolChoiceMode.AUTO,
-            "none": ToolChoiceMode.NONE,
-            "required": ToolChoiceMode.REQUIRED,
-        }
-        if raw_choice not in modes:
-            raise bad_request(
-                '\'tool_choice\' must be auto, none, required or {"type": "function", "name": ...}.',
-                "tool_choice",
-                "invalid_value",
-            )
-        choice = ToolChoice(modes[raw_choice])
-    elif raw_choice is not None:
-        spec = fields.mapping(raw_choice, "tool_choice", '{"type": "function", "name": "..."}')
-        if spec.get("type") != "function":
-            raise bad_request(
-                '\'tool_choice\' may name a function tool only ({"type": "function", "name": ...}).',
-                "tool_choice",
-                "invalid_value",
-            )
-        choice = ToolChoice(ToolChoiceMode.FUNCTION, fields.text(spec.get("name"), "tool_choice.name"))
-    return fields.checked_tools(tools, choice), choice
+    choice = fields.tool_choice(body.get("tool_choice"))
+    return fields.checked_tools(tools, choice, info), choice
 
 
 def _format(body: Mapping[str, Any]) -> OutputConstraint | None:
@@ -255,7 +231,7 @@ def parse_responses(
     messages = fields.one_system((*messages, *conversation))
     if not any(m.role != "system" for m in messages):
         raise bad_request("'input' holds no message to answer.", "input", "invalid_value")
-    tools, choice = _tools(body)
+    tools, choice = _tools(body, info)
     metadata = body.get("metadata")
     if metadata is not None:
         fields.mapping(metadata, "metadata")

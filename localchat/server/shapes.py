@@ -13,11 +13,45 @@ from __future__ import annotations
 from typing import Any
 
 from localchat.engine.stats import GenerationStats
-from localchat.engine.types import FinishReason, GenerationResult
+from localchat.engine.types import EngineInfo, FinishReason, GenerationResult, ToolCall
 
 
 def finish_reason(reason: FinishReason) -> str:
+    if reason is FinishReason.TOOL_CALLS:
+        return "tool_calls"
     return "length" if reason in (FinishReason.LENGTH, FinishReason.CONTEXT) else "stop"
+
+
+def capabilities(info: EngineInfo) -> list[str]:
+    """What the loaded model can do, as ``/v1/models`` and ``/props`` advertise it (IDE assistants
+    switch agent mode off for a model that does not say "tool_use"): tools for every model with a
+    chat template (ModelInfo.tool_format says how well it knows them), JSON schemas for every model
+    (the engine constrains any vocabulary), thinking and fill-in-the-middle where the model has them."""
+    caps = ["completion"]
+    if info.target.has_chat_template:
+        caps.append("tool_use")
+    caps.append("json_schema")
+    if info.target.reasoning:
+        caps.append("reasoning")
+    if info.target.fim is not None:
+        caps.append("fim")
+    return caps
+
+
+def tool_call(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def chat_message(result: GenerationResult) -> dict[str, Any]:
+    """The assistant message of a chat completion: ``content`` (null when the reply is only tool
+    calls, as OpenAI sends it), ``tool_calls`` and llama-server's ``reasoning_content``."""
+    message: dict[str, Any] = {"role": "assistant", "content": result.text}
+    if result.tool_calls:
+        message["content"] = result.text or None
+        message["tool_calls"] = [tool_call(c) for c in result.tool_calls]
+    if result.reasoning:
+        message["reasoning_content"] = result.reasoning
+    return message
 
 
 def usage(stats: GenerationStats) -> dict[str, Any]:
@@ -80,7 +114,7 @@ def chat_completion(
         "system_fingerprint": None,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": result.text},
+            "message": chat_message(result),
             "logprobs": None,
             "finish_reason": finish_reason(result.finish_reason),
         }],

@@ -95,6 +95,9 @@ def test_llguidance_messages_become_one_sentence() -> None:
     raw = 'at 3(12): unknown name: "x"\n   3 | start: x\n         ^\n'
     said = 'The Lark grammar cannot be used: unknown name: "x" (line 3, column 12).'
     assert sentence("Lark grammar", raw) == said
+    regex = "regex parse error:\n    (?<=x)a\n    ^^^^\nerror: look-around is not supported\n"
+    said = "The JSON schema cannot be used: regex parse error: look-around is not supported."
+    assert sentence("JSON schema", regex) == said
     long = "Unsatisfiable schema: " + "a" * 400
     assert len(sentence("JSON schema", long)) < 300
 

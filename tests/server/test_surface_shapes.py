@@ -148,7 +148,7 @@ def test_anthropic_blocks_become_the_engines_chat() -> None:
                 "tool_choice": {"type": "tool", "name": "nope"},
                 "tools": [{"name": "get_weather", "input_schema": WEATHER}],
             },
-            "tools",
+            "tool_choice",
             "not among the request's tools",
         ),
         ({"messages": []}, "messages", "non-empty"),

@@ -62,6 +62,7 @@ class ToolSupport:
     format: ToolFormat
     native: bool  # its template renders tools and calls in ``format`` (else the generic prompt)
     thinking: ThinkingTags | None  # it thinks in these tags before answering
+    templated: bool = True  # the model has a chat template (tools need one: tooluse/validate.py)
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -95,4 +96,4 @@ def detect_support(template: str | None, has_token: Callable[[str], bool]) -> To
     """
     fmt = native_format(template) if template else None
     thinks = bool(template and THINK.open in template) or (has_token(THINK.open) and has_token(THINK.close))
-    return ToolSupport(fmt or GENERIC, fmt is not None, THINK if thinks else None)
+    return ToolSupport(fmt or GENERIC, fmt is not None, THINK if thinks else None, template is not None)

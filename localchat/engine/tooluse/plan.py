@@ -37,7 +37,9 @@ class ReplyPlan:
 
 def plan_reply(request: GenerationRequest, support: ToolSupport) -> ReplyPlan:
     """The plan for ``request`` on a model with ``support``; ToolRequestError for bad tools."""
-    check_tools(request.tools, request.tool_choice, raw_prompt=request.prompt is not None)
+    check_tools(
+        request.tools, request.tool_choice, raw_prompt=request.prompt is not None, templated=support.templated
+    )
     if not request.tools:
         thinks = request.separate_reasoning and support.thinking is not None
         return ReplyPlan(None, frozenset(), True, thinks, ())

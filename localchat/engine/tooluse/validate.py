@@ -33,10 +33,20 @@ def tool_schema(tool: Tool) -> dict[str, Any]:
     return schema
 
 
-def check_tools(tools: Sequence[Tool], choice: ToolChoice, raw_prompt: bool = False) -> None:
-    """Raise a ToolRequestError (schema or choice) that names the first problem, if any."""
+def check_tools(
+    tools: Sequence[Tool], choice: ToolChoice, raw_prompt: bool = False, templated: bool = True
+) -> None:
+    """Raise a ToolRequestError (schema or choice) that names the first problem, if any.
+
+    ``templated``: the loaded model has a chat template. Without one it was never trained to chat,
+    let alone to call tools, and the reply would only imitate a call: refused rather than guessed."""
     if raw_prompt and (tools or choice.mode in (ToolChoiceMode.REQUIRED, ToolChoiceMode.FUNCTION)):
         raise ToolRequestError("Tools need a chat: send messages, not a raw prompt.")
+    if not templated and (tools or choice.mode in (ToolChoiceMode.REQUIRED, ToolChoiceMode.FUNCTION)):
+        raise ToolRequestError(
+            "The loaded model has no chat template, so it cannot take tools; send the request without "
+            "tools, or load a chat model."
+        )
     seen: set[str] = set()
     for tool in tools:
         if not tool.name.strip():
