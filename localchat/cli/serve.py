@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_tokens=args.max_tokens,
         default_mode="off" if args.no_spec else "adaptive",
     )
-    server = ServerThread(create_app(supervisor, settings), sock)
+    server = ServerThread(create_app(supervisor, settings), sock, settings.connections())
     supervisor.start()
     try:
         server.start()  # /health answers 503 while the model loads
