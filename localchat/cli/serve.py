@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,12 @@ def run(args: argparse.Namespace) -> int:
             server.join(0.5)
         return 0
     except KeyboardInterrupt:
+        # A second Ctrl+C must not cut the shutdown short (a traceback, an engine process left over).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("localchat: stopping", file=sys.stderr)
         return 0
     finally:
-        server.stop()
+        # The engine first: its running job ends (cancelled), so a client's stream ends and the server
+        # stops at once instead of cutting the connection after its grace time.
         supervisor.close()
+        server.stop()

@@ -180,7 +180,14 @@ def import_named(path: str) -> Any:
 
 
 def run_target(target: str, conn: Connection, *args: Any) -> None:
-    """The spawned child's first call: import ``target`` ("module:function") and run it."""
+    """The spawned child's first call: import ``target`` ("module:function") and run it.
+
+    Ctrl+C in a terminal interrupts the whole process group, children included; a child ignores it
+    (no KeyboardInterrupt traceback from it, no engine left half-way): its parent decides when it
+    ends, by its farewell message, by a kill, or by closing the pipe when the parent itself ends."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     function: Callable[..., None] = import_named(target)
     function(conn, *args)
 

@@ -26,6 +26,7 @@ and its surface's error shape.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
@@ -285,11 +286,30 @@ class Api:
         self, request: Request, job: JobStream, surface: Surface = Surface.OPENAI, record: bool = True
     ) -> GenerationResult | None:
         """Wait for the job's result (None: the client left, the job was cancelled); ``record``: count it
-        in /metrics (a token count is no generation)."""
+        in /metrics (a token count is no generation).
+
+        The client's disconnect is watched the whole time (``http.disconnect`` from the server), not
+        only when the engine pauses between tokens: a client that gives up cancels its job at once
+        instead of leaving the engine writing a reply nobody reads."""
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            try:
+                while (await request.receive())["type"] != "http.disconnect":
+                    pass
+            except Exception:  # the connection's end is the server's to handle, not this watch's
+                return
+            gone.set()
+            job.close()  # the engine stops at its next step
+
+        async def left() -> bool:
+            return gone.is_set()
+
+        watcher = asyncio.ensure_future(watch())
         try:
             while True:
-                event = await job.next(request.is_disconnected)
-                if event is None:
+                event = await job.next(left)
+                if event is None or gone.is_set():
                     return None
                 if isinstance(event, Finished):
                     if record:
@@ -299,6 +319,7 @@ class Api:
                     self.metrics.record_failure()
                     raise failure_error(event.failure)
         finally:
+            watcher.cancel()
             job.close()
 
     async def first_event(self, request: Request, job: JobStream) -> JobEvent | None:
