@@ -491,7 +491,7 @@ class BenchSupervisor(Supervisor):
         return self.thread_alive and not self._over.is_set()
 
     def start(self, config: EngineConfig, prompts: Sequence[BenchPrompt], modes: Sequence[BenchMode],
-              max_tokens: int, *, warmup: bool = True) -> None:
+              max_tokens: int, *, warmup: bool = True, repeat: int = 1) -> None:
         """Start a benchmark; RuntimeError if one is already running."""
         if self.running:
             raise RuntimeError("a benchmark is already running")
@@ -500,8 +500,8 @@ class BenchSupervisor(Supervisor):
         self._cancel_at = None
         self._stop.clear()
         self._over.clear()
-        process = self._spawn(RunBench(config, tuple(prompts), tuple(modes), max_tokens, warmup))
-        self._start_thread(lambda: self._run(process))
+        process = self._spawn(RunBench(config, tuple(prompts), tuple(modes), max_tokens, warmup, repeat))
+        self._start_thread(lambda: self._run(process, config))
 
     def cancel(self) -> None:
         """Stop after the current engine step; BenchDone(cancelled=True) follows."""
@@ -523,7 +523,7 @@ class BenchSupervisor(Supervisor):
         self._over.set()
         self._tell(event)
 
-    def _run(self, process: ChildProcess) -> None:
+    def _run(self, process: ChildProcess, config: EngineConfig) -> None:
         partial = BenchReport()
         try:
             while not self._stop.is_set():
@@ -548,7 +548,12 @@ class BenchSupervisor(Supervisor):
                 if self._cancel_at is not None:
                     self._last(BenchDone(partial, cancelled=True))
                 else:
-                    self._last(Failed(0, "bench", Failure(FailureKind.ENGINE_DIED, exitcode=code)))
+                    # The runs so far reached the listener as BenchProgress; the failure says why no more
+                    # came: a worker that stopped answering (llama.cpp aborts then), or the process.
+                    gone = gone_worker(config.rpc_servers) if config.rpc_servers else None
+                    failure = (Failure(FailureKind.WORKER_LOST, exitcode=code, worker=str(gone)) if gone
+                               else Failure(FailureKind.ENGINE_DIED, exitcode=code))
+                    self._last(Failed(0, "bench", failure))
         finally:
             if self._process is process:
                 self._end_child()
