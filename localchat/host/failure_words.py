@@ -65,6 +65,8 @@ def sentence(failure: Failure, audience: Audience = Audience.WINDOW, *, log_path
     if kind is FailureKind.WORKER_LOST:
         text = f"The worker {failure.worker} stopped answering, so the engine stopped"
         again = "Start the worker again (`localchat worker`), or leave it out of --rpc."
+        if failure.while_loading and audience in (Audience.CLI, Audience.BENCH):
+            return f"{text} while loading the model. {again}"
         if audience is Audience.CLI:
             return f"{text}; what it wrote is kept above. {again}"
         if audience is Audience.BENCH:

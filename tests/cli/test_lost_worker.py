@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from localchat.engine.rpc_wire import PROTOCOL_VERSION, Endpoint
 from tests.engine.rpc_workers import require_rpc, start_worker
 
 pytestmark = pytest.mark.slow
@@ -95,3 +100,43 @@ def test_bench_names_the_lost_worker_and_keeps_the_finished_records(
     assert data["complete"] is False
     assert 2 <= len(data["records"]) < 16
     assert {rec["mode"] for rec in data["records"]} <= {"off", "ngram"}
+
+
+@pytest.fixture
+def rude_worker() -> Iterator[Endpoint]:
+    """Something on 127.0.0.1 that answers every HELLO as a worker of this version does, then hangs up."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while len(data) < 1 + 8 + 24:
+                    chunk = conn.recv(64)
+                    if not chunk:
+                        break
+                    data += chunk
+                conn.sendall(struct.pack("<Q", 28) + bytes([*PROTOCOL_VERSION, 0]) + bytes(24))
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield Endpoint("127.0.0.1", server.getsockname()[1])
+    server.close()
+
+
+@pytest.mark.parametrize("command", ["generate", "bench"])
+def test_a_worker_that_hangs_up_after_the_greeting_is_named(
+    command: str, rude_worker: Endpoint, tmp_path: Path, smollm2_path: Path
+) -> None:
+    require_rpc()
+    args = [command, "--model", str(smollm2_path), "--rpc", str(rude_worker), "--tensor-split", "0,1",
+            "--max-tokens", "8", "--ctx", "512"]
+    args += ["--no-spec", "hi"] if command == "generate" else ["--modes", "off", "--limit", "1"]
+    proc = start(args, tmp_path)
+    _, stderr = check_ending(proc, str(rude_worker), tmp_path)
+    assert "while loading the model" in stderr and "damaged" not in stderr
