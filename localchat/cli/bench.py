@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -91,10 +92,8 @@ def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from localchat.bench.oracle import oracle_summary
     from localchat.bench.prompts import BenchError, prompts_from, select
-    from localchat.bench.report import report_json, run_meta
-    from localchat.bench.runner import run_bench
+    from localchat.bench.report import report_json
     from localchat.cli import bench_routes
-    from localchat.engine.engine import Engine
     from localchat.engine.errors import EngineError
     from localchat.host.supervisor import EngineUnavailable
 
@@ -145,35 +144,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(str(exc))
     routes = bench_routes.Routes()
-    # With --link-latency this process's engine holds the whole target; the split one is a route.
-    here = replace(config, rpc_servers=(), tensor_split=()) if delays else config
+    failure: str | None = None  # the run ended early: why, in one sentence (what was done is kept)
     try:
-        with contextlib.ExitStack() as stack:
-            if args.through_api:
-                routes.api = bench_routes.start_api(stack, config, args.max_tokens)
-                routes.engines[bench_routes.API] = routes.api
-            engine = stack.enter_context(Engine(here))
-            info = engine.info
-            where = f" ({info.placement})" if info.placement != "local" else ""
-            target = model_name(config.target_path)
-            print(f"target {target} on {info.backend}{where}, {info.n_threads} threads; "
-                  f"drafter: {model_name(info.draft.path) if info.draft else 'none'}"
-                  f"{' (' + engine.draft_problem + ')' if engine.draft_problem else ''}", flush=True)
-            if delays:
-                links = bench_routes.start_links(stack, config, delays)
-                routes.engines.update(links.engines)
-                routes.round_trips = links.round_trips
-            every = bench_routes.with_routes(modes, list(routes.engines))
-            width[0] = max(10, *(len(m.name) for m in every))
-            report = run_bench(engine, prompts, every, args.max_tokens, on_record=show, repeat=args.repeat,
-                               routes=routes.engines)
-            if routes.api is not None:
-                routes.latency = routes.api.turn_latency(prompts[0].prompt)
-            meta = run_meta(target=config.target_path, draft=config.draft_path, max_tokens=args.max_tokens,
-                            draft_tokens=int(str(args.draft_tokens).split(",")[0]), modes=every,
-                            prompts=prompts, backend=info.backend, threads=info.n_threads)
-            if routes.engines:
-                meta["routes"] = bench_routes.route_facts(modes, routes)
+        if args.through_api or delays:
+            report, meta = _bench_here(args, config, prompts, modes, delays, routes, show, width)
+        else:
+            done = _bench_in_child(args, config, prompts, modes, show, width)
+            if isinstance(done, str):
+                return fail(done)
+            report, meta, failure = done
     except (EngineError, EngineUnavailable) as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
@@ -203,9 +182,79 @@ def run(args: argparse.Namespace) -> int:
     for prompt_id, why in report.skipped:
         print(f"skipped prompt {prompt_id}: {why}", file=sys.stderr)
     if args.json_path:
+        data = report_json(report, meta, complete=failure is None)
         try:
-            args.json_path.write_text(json.dumps(report_json(report, meta), indent=2), encoding="utf-8")
+            args.json_path.write_text(json.dumps(data, indent=2), encoding="utf-8")
         except OSError as exc:
             return fail(f"could not write {args.json_path} ({exc.strerror or exc})")
         print(f"wrote {args.json_path}", file=sys.stderr)
+    if failure is not None:
+        return fail(failure)
     return 0
+
+
+def _loaded_line(config: Any, info: Any, draft_problem: str) -> str:
+    where = f" ({info.placement})" if info.placement != "local" else ""
+    return (f"target {model_name(config.target_path)} on {info.backend}{where}, {info.n_threads} threads; "
+            f"drafter: {model_name(info.draft.path) if info.draft else 'none'}"
+            f"{' (' + draft_problem + ')' if draft_problem else ''}")
+
+
+def _meta(args: argparse.Namespace, config: Any, modes: list[Any], prompts: list[Any],
+          info: Any) -> dict[str, Any]:
+    from localchat.bench.report import run_meta
+
+    return run_meta(target=config.target_path, draft=config.draft_path, max_tokens=args.max_tokens,
+                    draft_tokens=int(str(args.draft_tokens).split(",")[0]), modes=modes,
+                    prompts=prompts, backend=info.backend, threads=info.n_threads)
+
+
+def _bench_in_child(
+    args: argparse.Namespace, config: Any, prompts: list[Any], modes: list[Any], show: Callable[..., None],
+    width: list[int],
+) -> tuple[Any, dict[str, Any], str | None] | str:
+    """The benchmark in a process of its own (cli/bench_process.py): (report, meta, failure), or the
+    sentence why it did not start."""
+    from localchat.cli.bench_process import bench_in_child
+
+    width[0] = max(10, *(len(m.name) for m in modes))
+    done = bench_in_child(config, prompts, modes, args.max_tokens, args.repeat,
+                          lambda loaded: print(_loaded_line(config, loaded.info, loaded.draft_problem),
+                                               flush=True), show)
+    if done.info is None:
+        return done.failure or "the benchmark ended before its models were loaded"
+    return done.report, _meta(args, config, modes, prompts, done.info), done.failure
+
+
+def _bench_here(args: argparse.Namespace, config: Any, prompts: list[Any], modes: list[Any],
+                delays: list[float], routes: Any, show: Callable[..., None],
+                width: list[int]) -> tuple[Any, dict[str, Any]]:
+    """With --through-api or --link-latency: the routes' engines are driven from this process, and so
+    is the bench's own engine."""
+    from localchat.bench.runner import run_bench
+    from localchat.cli import bench_routes
+    from localchat.engine.engine import Engine
+
+    # With --link-latency this process's engine holds the whole target; the split one is a route.
+    here = replace(config, rpc_servers=(), tensor_split=()) if delays else config
+    with contextlib.ExitStack() as stack:
+        if args.through_api:
+            routes.api = bench_routes.start_api(stack, config, args.max_tokens)
+            routes.engines[bench_routes.API] = routes.api
+        engine = stack.enter_context(Engine(here))
+        info = engine.info
+        print(_loaded_line(config, info, engine.draft_problem), flush=True)
+        if delays:
+            links = bench_routes.start_links(stack, config, delays)
+            routes.engines.update(links.engines)
+            routes.round_trips = links.round_trips
+        every = bench_routes.with_routes(modes, list(routes.engines))
+        width[0] = max(10, *(len(m.name) for m in every))
+        report = run_bench(engine, prompts, every, args.max_tokens, on_record=show, repeat=args.repeat,
+                           routes=routes.engines)
+        if routes.api is not None:
+            routes.latency = routes.api.turn_latency(prompts[0].prompt)
+        meta = _meta(args, config, every, prompts, info)
+        if routes.engines:
+            meta["routes"] = bench_routes.route_facts(modes, routes)
+    return report, meta

@@ -63,7 +63,8 @@ def start_api(stack: contextlib.ExitStack, config: EngineConfig, max_tokens: int
 
     supervisor = EngineSupervisor(config)
     settings = ServerSettings(model_id="localchat", max_tokens=max(max_tokens, 64))
-    server = ServerThread(create_app(supervisor, settings), bind_socket("127.0.0.1", 0))
+    server = ServerThread(create_app(supervisor, settings), bind_socket("127.0.0.1", 0),
+                          settings.connections())
     api = ApiBenchEngine(server.url + "/v1", settings.model_id)  # before loading: needs openai
     stack.callback(supervisor.close)
     supervisor.start()

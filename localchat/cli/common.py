@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 
 from localchat.engine.types import EngineConfig, EngineInfo, SpeculationConfig
+from localchat.host.events import Failure
+from localchat.host.failure_words import Audience
 from localchat.settings.options import DRAFT_TOKENS_DEFAULT, DRAFT_TOKENS_MAX, DRAFT_TOKENS_MIN
 
 
@@ -129,3 +131,33 @@ def drafter_name(drafter: str, info: EngineInfo) -> str:
 def fail(message: str) -> int:
     print(f"localchat: {message}", file=sys.stderr)
     return 1
+
+
+def engine_log() -> str | None:
+    """Where a headless command's engine process writes its log (and llama.cpp's own messages, an
+    abort's included): cli-engine.log in the user's log folder; None when that folder cannot be made.
+    The supervisor's own warnings are left out of the terminal: the command says what went wrong."""
+    import logging
+
+    from localchat.settings import folders
+
+    logging.getLogger("localchat.host").addHandler(logging.NullHandler())
+    logging.getLogger("localchat.host").propagate = False
+    try:
+        path = folders.log_dir() / "cli-engine.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return str(path)
+
+
+def engine_failure(failure: Failure, audience: Audience, log_path: str | None) -> str:
+    """A failure of a headless command's engine process in one sentence, with where its log is when
+    the process itself ended."""
+    from localchat.host.events import FailureKind
+    from localchat.host.failure_words import sentence
+
+    text = sentence(failure, audience)
+    if log_path and failure.kind in (FailureKind.ENGINE_DIED, FailureKind.WORKER_LOST, FailureKind.HUNG):
+        text += f" What the engine said is in {log_path}."
+    return text

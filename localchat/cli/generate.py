@@ -1,4 +1,8 @@
-"""``localchat generate``: one reply on the terminal, streamed, then one statistics line."""
+"""``localchat generate``: one reply on the terminal, streamed, then one statistics line.
+
+The engine runs in a child process (host/supervisor.py's EngineSupervisor, as in the app and
+``serve``): a worker of ``--rpc`` that dies mid-reply makes llama.cpp abort the process it runs in,
+which is then the child; this one says which worker was lost and keeps what was written."""
 
 from __future__ import annotations
 
@@ -8,9 +12,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from localchat.cli.common import add_engine_options, drafter_name, engine_config, fail, number, whole
+from localchat.cli.common import (
+    add_engine_options,
+    drafter_name,
+    engine_config,
+    engine_failure,
+    engine_log,
+    fail,
+    number,
+    whole,
+)
 from localchat.engine.speculation_modes import speculation_for_mode
-from localchat.engine.types import ConstraintKind, OutputConstraint
+from localchat.engine.types import ConstraintKind, EngineConfig, GenerationRequest, OutputConstraint
+from localchat.host.events import Failed, Tokens
+from localchat.host.failure_words import Audience
 
 
 def register(sub: Any) -> None:
@@ -76,9 +91,7 @@ def output_constraint(args: argparse.Namespace) -> OutputConstraint | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from localchat.engine.engine import Engine
-    from localchat.engine.errors import EngineError
-    from localchat.engine.types import ChatMessage, GenerationRequest, SamplingParams
+    from localchat.engine.types import ChatMessage, SamplingParams
 
     if args.no_spec:
         mode = "off"
@@ -119,23 +132,56 @@ def run(args: argparse.Namespace) -> int:
         config = engine_config(args)
     except ValueError as exc:
         return fail(str(exc))
+    return run_in_child(config, request)
+
+
+def run_in_child(config: EngineConfig, request: GenerationRequest) -> int:
+    """Generate in an engine process of its own, as the app and ``serve`` do: llama.cpp aborts the
+    process it runs in when a worker vanishes mid-reply, and that must not be this one. The reply is
+    printed as it comes, so what was written stays on the terminal whatever ends it."""
+    from localchat.host.supervisor import EngineSupervisor, EngineUnavailable
+
+    log_path = engine_log()
+    supervisor = EngineSupervisor(config, max_queue=1, restart_eagerly=False, log_path=log_path)
+    supervisor.start()
+    written = False
     try:
-        with Engine(config) as engine:
-            info = engine.info
-            state = engine.speculation_state(spec)
-            if not state.active or state.reason:
-                drafter = drafter_name(state.drafter, info)
-                why = f" - {state.reason}" if state.reason else ""
-                print(f"[speculation: {drafter}{why}]", file=sys.stderr)
-            placement = info.placement
-            result = engine.generate(request, on_event=lambda e: print(e.text, end="", flush=True))
-    except EngineError as exc:
-        return fail(str(exc))
+        try:
+            info = supervisor.wait_ready()
+        except EngineUnavailable as exc:
+            return fail(engine_failure(exc.failure, Audience.CLI, log_path))
+        job = supervisor.submit(request, source="cli")
+        assert job.events is not None
+        announced = False
+        while True:
+            event = job.events.get()
+            if isinstance(event, Tokens):
+                if not announced:
+                    announced = True
+                    state = event.event.speculation
+                    if not state.active or state.reason:
+                        why = f" - {state.reason}" if state.reason else ""
+                        print(f"[speculation: {drafter_name(state.drafter, info)}{why}]", file=sys.stderr)
+                if event.event.text:
+                    written = True
+                    print(event.event.text, end="", flush=True)
+            elif isinstance(event, Failed):
+                if written:
+                    print()  # what was written stays, on a line of its own
+                return fail(engine_failure(event.failure, Audience.CLI, log_path))
+            else:
+                result = event.result
+                break
     except KeyboardInterrupt:
+        if written:
+            print()
         return 130
+    finally:
+        supervisor.close()
     print()
     if result.notice:
         print(result.notice, file=sys.stderr)
+    placement = info.placement
     where = f", target: {placement}" if placement != "local" else ""
     finish = result.finish_reason.value
     drafter = drafter_name(result.speculation.drafter, info)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_tokens=args.max_tokens,
         default_mode="off" if args.no_spec else "adaptive",
     )
-    server = ServerThread(create_app(supervisor, settings), sock)
+    server = ServerThread(create_app(supervisor, settings), sock, settings.connections())
     supervisor.start()
     try:
         server.start()  # /health answers 503 while the model loads
@@ -162,7 +163,12 @@ def run(args: argparse.Namespace) -> int:
             server.join(0.5)
         return 0
     except KeyboardInterrupt:
+        # A second Ctrl+C must not cut the shutdown short (a traceback, an engine process left over).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("localchat: stopping", file=sys.stderr)
         return 0
     finally:
-        server.stop()
+        # The engine first: its running job ends (cancelled), so a client's stream ends and the server
+        # stops at once instead of cutting the connection after its grace time.
         supervisor.close()
+        server.stop()

@@ -78,7 +78,8 @@ class _BenchRunner:
 
                 try:
                     report = run_bench(engine, job.prompts, job.modes, job.max_tokens, on_record=on_record,
-                                       should_cancel=self._cancel.is_set, warmup=job.warmup)
+                                       should_cancel=self._cancel.is_set, warmup=job.warmup,
+                                       repeat=job.repeat)
                 except (ParentGone, KeyboardInterrupt):
                     raise
                 except Exception as exc:

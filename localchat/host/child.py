@@ -25,6 +25,7 @@ import importlib
 import logging
 import logging.handlers
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -180,7 +181,14 @@ def import_named(path: str) -> Any:
 
 
 def run_target(target: str, conn: Connection, *args: Any) -> None:
-    """The spawned child's first call: import ``target`` ("module:function") and run it."""
+    """The spawned child's first call: import ``target`` ("module:function") and run it.
+
+    Ctrl+C in a terminal interrupts the whole process group, children included; a child ignores it
+    (no KeyboardInterrupt traceback from it, no engine left half-way): its parent decides when it
+    ends, by its farewell message, by a kill, or by closing the pipe when the parent itself ends."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     function: Callable[..., None] = import_named(target)
     function(conn, *args)
 
@@ -250,3 +258,20 @@ def configure_logging(log_path: str | None, label: str) -> None:
     handler.setFormatter(logging.Formatter(fmt))
     root.addHandler(handler)
     root.setLevel(logging.INFO if log_path else logging.WARNING)
+    if log_path:
+        _output_to(log_path)
+
+
+def _output_to(log_path: str) -> None:
+    """The process's stdout and stderr into the log as well: llama.cpp writes some messages (an abort's
+    reason, and the debugger's backtrace it prints then) straight to them, past Python's logging, and
+    they belong with the rest of what the engine said, not in a terminal or a headless command's
+    output."""
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    for target in (1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(fd, target)
+    os.close(fd)

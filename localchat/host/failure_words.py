@@ -17,7 +17,8 @@ from localchat.host.events import Failure, FailureKind
 class Audience(enum.Enum):
     WINDOW = "window"  # the chat window: a reply of the user's
     API = "api"  # an HTTP client's request
-    BENCH = "bench"  # the benchmark dialog
+    BENCH = "bench"  # the benchmark dialog, and `localchat bench`
+    CLI = "cli"  # `localchat generate`: the reply so far is on the terminal above
 
 
 NEXT_MESSAGE = "Your chat is saved; the next message starts a new engine."
@@ -48,6 +49,9 @@ def sentence(failure: Failure, audience: Audience = Audience.WINDOW, *, log_path
         if audience is Audience.BENCH:
             return (f"The benchmark process stopped unexpectedly ({_code(failure.exitcode)}); the results "
                     "so far are kept.")
+        if audience is Audience.CLI:
+            return (f"The engine stopped unexpectedly ({_code(failure.exitcode)}); what it wrote is kept "
+                    "above.")
         if not window:
             return (f"The engine stopped unexpectedly ({_code(failure.exitcode)}) while writing this reply; "
                     "it is being restarted.")
@@ -55,9 +59,18 @@ def sentence(failure: Failure, audience: Audience = Audience.WINDOW, *, log_path
         return text + (f" What the engine said is in {log_path}." if log_path else "")
     if kind is FailureKind.HUNG:
         text = f"The engine did not stop within {failure.timeout_s:g} seconds, so it was ended"
+        if audience in (Audience.CLI, Audience.BENCH):
+            return f"{text}."
         return f"{text}. {NEXT_MESSAGE}" if window else f"{text}; it is being restarted."
     if kind is FailureKind.WORKER_LOST:
         text = f"The worker {failure.worker} stopped answering, so the engine stopped"
+        again = "Start the worker again (`localchat worker`), or leave it out of --rpc."
+        if failure.while_loading and audience in (Audience.CLI, Audience.BENCH):
+            return f"{text} while loading the model. {again}"
+        if audience is Audience.CLI:
+            return f"{text}; what it wrote is kept above. {again}"
+        if audience is Audience.BENCH:
+            return f"{text}; the results so far are kept. {again}"
         if window:
             return (f"{text}. {NEXT_MESSAGE[:-1]} (start the worker again, or remove it in "
                     "Settings → Workers).")

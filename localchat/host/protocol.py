@@ -53,6 +53,7 @@ class RunBench:
     modes: tuple[BenchMode, ...]
     max_tokens: int = 128
     warmup: bool = True
+    repeat: int = 1  # every prompt in every mode this many times
 
 
 Request = Load | Generate | Cancel | Shutdown

@@ -33,6 +33,8 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -73,6 +75,23 @@ EXIT_CODE_WAIT_S = 1.0  # after the pipe closed, how long to wait for the child'
 STOP_WAIT_S = 1.0  # how long a leaving child is given before it is killed
 
 Listener = Callable[[Event], None]
+# How a process that called abort() ends: SIGABRT on POSIX; exit code 3 on Windows.
+ABORT_EXIT_CODES = frozenset({3} if sys.platform == "win32" else {-int(signal.SIGABRT)})
+
+
+def lost_worker(workers: tuple[str, ...], exitcode: int | None) -> str | None:
+    """The worker to blame for a child that ended (None: none is): the first that refuses connections,
+    else, when the child aborted, the workers it had: llama.cpp's RPC client aborts the process on any
+    worker that hangs up or answers wrongly mid-command, also one that still accepts connections (a
+    worker restarted meanwhile, or something that answers HELLO and then hangs up)."""
+    if not workers:
+        return None
+    gone = gone_worker(workers)
+    if gone is not None:
+        return str(gone)
+    if exitcode in ABORT_EXIT_CODES:
+        return " or ".join(workers)
+    return None
 
 
 class EngineUnavailable(Exception):
@@ -341,10 +360,9 @@ class EngineSupervisor(Supervisor):
         """Why the engine process ended: a worker that no longer answers, or the process itself."""
         code = process.wait_exitcode(EXIT_CODE_WAIT_S)
         config = self._state.config
-        gone = gone_worker(config.rpc_servers) if config is not None and config.rpc_servers else None
-        if gone is not None:
-            return Failure(FailureKind.WORKER_LOST, exitcode=code, worker=str(gone),
-                           while_loading=while_loading)
+        lost = lost_worker(config.rpc_servers, code) if config is not None else None
+        if lost is not None:
+            return Failure(FailureKind.WORKER_LOST, exitcode=code, worker=lost, while_loading=while_loading)
         return Failure(FailureKind.ENGINE_DIED, exitcode=code, while_loading=while_loading)
 
     def _ended_while_idle(self) -> bool:
@@ -491,7 +509,7 @@ class BenchSupervisor(Supervisor):
         return self.thread_alive and not self._over.is_set()
 
     def start(self, config: EngineConfig, prompts: Sequence[BenchPrompt], modes: Sequence[BenchMode],
-              max_tokens: int, *, warmup: bool = True) -> None:
+              max_tokens: int, *, warmup: bool = True, repeat: int = 1) -> None:
         """Start a benchmark; RuntimeError if one is already running."""
         if self.running:
             raise RuntimeError("a benchmark is already running")
@@ -500,8 +518,8 @@ class BenchSupervisor(Supervisor):
         self._cancel_at = None
         self._stop.clear()
         self._over.clear()
-        process = self._spawn(RunBench(config, tuple(prompts), tuple(modes), max_tokens, warmup))
-        self._start_thread(lambda: self._run(process))
+        process = self._spawn(RunBench(config, tuple(prompts), tuple(modes), max_tokens, warmup, repeat))
+        self._start_thread(lambda: self._run(process, config))
 
     def cancel(self) -> None:
         """Stop after the current engine step; BenchDone(cancelled=True) follows."""
@@ -523,8 +541,9 @@ class BenchSupervisor(Supervisor):
         self._over.set()
         self._tell(event)
 
-    def _run(self, process: ChildProcess) -> None:
+    def _run(self, process: ChildProcess, config: EngineConfig) -> None:
         partial = BenchReport()
+        loaded = False
         try:
             while not self._stop.is_set():
                 cancel_at = self._cancel_at
@@ -540,6 +559,7 @@ class BenchSupervisor(Supervisor):
                     self._last(message)
                     return
                 if isinstance(message, Loaded | BenchProgress):
+                    loaded = True
                     self._tell(message)
         except ChildGone:
             code = process.wait_exitcode(EXIT_CODE_WAIT_S)
@@ -548,7 +568,13 @@ class BenchSupervisor(Supervisor):
                 if self._cancel_at is not None:
                     self._last(BenchDone(partial, cancelled=True))
                 else:
-                    self._last(Failed(0, "bench", Failure(FailureKind.ENGINE_DIED, exitcode=code)))
+                    # The runs so far reached the listener as BenchProgress; the failure says why no more
+                    # came: a worker that stopped answering (llama.cpp aborts then), or the process.
+                    lost = lost_worker(config.rpc_servers, code)
+                    failure = (Failure(FailureKind.WORKER_LOST, exitcode=code, worker=lost,
+                                       while_loading=not loaded) if lost
+                               else Failure(FailureKind.ENGINE_DIED, exitcode=code))
+                    self._last(Failed(0, "bench", failure))
         finally:
             if self._process is process:
                 self._end_child()

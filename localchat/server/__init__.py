@@ -9,6 +9,8 @@
 - shapes.py: OpenAI's and llama-server's response fields (``timings``, ``usage``, ``speculative``);
 - streaming.py: jobs awaited on the event loop, streamed responses (server-sent events, NDJSON);
 - metrics.py: Prometheus counters named as llama-server names them, and requests by surface;
+- body.py: a request's JSON body within bounds (size, time, nesting depth);
+- connections.py: open connections bounded, and the time a request's headers may take;
 - runner.py: binding the socket and running uvicorn in a thread;
 - errors.py: one error, each surface's shape of it, and one table answering each engine Failure kind.
 

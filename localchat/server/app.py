@@ -26,8 +26,8 @@ and its surface's error shape.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -50,10 +50,11 @@ from localchat.host.sources import Surface, job_source
 from localchat.host.supervisor import EngineSupervisor
 from localchat.server import shapes
 from localchat.server.anthropic_api import AnthropicRoutes
+from localchat.server.body import BODY_TIMEOUT_S, ClientGone, json_object, read_body
+from localchat.server.connections import HEADER_TIMEOUT_S, ConnectionLimits
 from localchat.server.errors import (
     RETRY_AFTER_S,
     ApiError,
-    bad_request,
     error_response,
     failure_error,
     server_error,
@@ -85,6 +86,15 @@ class ServerSettings:
     max_body_bytes: int = 8 * 1024 * 1024
     max_tokens: int | None = None  # None: the loaded context length
     default_mode: str = "adaptive"
+    # How long a request's body may take to arrive (408 after that; server/body.py), and its headers
+    # (the connection is closed; server/connections.py).
+    body_timeout_s: float = BODY_TIMEOUT_S
+    header_timeout_s: float = HEADER_TIMEOUT_S
+    max_connections: int | None = None  # open at once; None: what the open-file limit allows
+
+    def connections(self) -> ConnectionLimits:
+        """The bounds ``ServerThread`` keeps on connections."""
+        return ConnectionLimits(self.max_connections, self.header_timeout_s)
 
 
 def surface_for_path(path: str) -> Surface:
@@ -189,7 +199,8 @@ class Api:
         self.app = Starlette(
             routes=routes,
             middleware=middleware,
-            exception_handlers={HTTPException: self._http_error, Exception: self._unexpected},
+            exception_handlers={HTTPException: self._http_error, ClientGone: self._client_gone,
+                                Exception: self._unexpected},
         )
 
     # -- helpers ----------------------------------------------------------------------
@@ -208,6 +219,9 @@ class Api:
             message = str(exc.detail)
         code = "not_found" if exc.status_code == 404 else None
         return error_response(ApiError(exc.status_code, message, code=code), surface)
+
+    async def _client_gone(self, request: Request, exc: Exception) -> Response:
+        return Response(status_code=499)  # nobody reads it: the client closed its connection
 
     async def _unexpected(self, request: Request, exc: Exception) -> Response:
         log.exception("unexpected error answering %s", request.url.path)
@@ -233,27 +247,9 @@ class Api:
         return Limits(max_tokens=ceiling, default_mode=self.settings.default_mode)
 
     async def read_json(self, request: Request) -> dict[str, Any]:
-        limit = self.settings.max_body_bytes
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError(413, f"The request body is larger than {limit} bytes, the most this "
-                                    "server accepts.", code="body_too_large")
-            chunks.append(chunk)
-        raw = b"".join(chunks)
-        if not raw.strip():
-            raise bad_request("The request body is empty; send a JSON object.", None, "invalid_json")
-        try:
-            body = json.loads(raw)
-        except UnicodeDecodeError:
-            raise bad_request("The request body is not UTF-8 text.", None, "invalid_json") from None
-        except json.JSONDecodeError as exc:
-            raise bad_request(f"The request body is not valid JSON ({exc.msg} at line {exc.lineno}, "
-                              f"column {exc.colno}).", None, "invalid_json") from None
-        if not isinstance(body, dict):
-            raise bad_request("The request body must be a JSON object.", None, "invalid_json")
-        return body
+        """The body as a JSON object, within the size, time and nesting bounds of server/body.py."""
+        raw = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_s)
+        return json_object(raw)
 
     def check_model(self, name: str | None, listed_at: str = "GET /v1/models") -> None:
         if name is None:
@@ -291,11 +287,30 @@ class Api:
         self, request: Request, job: JobStream, surface: Surface = Surface.OPENAI, record: bool = True
     ) -> GenerationResult | None:
         """Wait for the job's result (None: the client left, the job was cancelled); ``record``: count it
-        in /metrics (a token count is no generation)."""
+        in /metrics (a token count is no generation).
+
+        The client's disconnect is watched the whole time (``http.disconnect`` from the server), not
+        only when the engine pauses between tokens: a client that gives up cancels its job at once
+        instead of leaving the engine writing a reply nobody reads."""
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            try:
+                while (await request.receive())["type"] != "http.disconnect":
+                    pass
+            except Exception:  # the connection's end is the server's to handle, not this watch's
+                return
+            gone.set()
+            job.close()  # the engine stops at its next step
+
+        async def left() -> bool:
+            return gone.is_set()
+
+        watcher = asyncio.ensure_future(watch())
         try:
             while True:
-                event = await job.next(request.is_disconnected)
-                if event is None:
+                event = await job.next(left)
+                if event is None or gone.is_set():
                     return None
                 if isinstance(event, Finished):
                     if record:
@@ -305,6 +320,7 @@ class Api:
                     self.metrics.record_failure()
                     raise failure_error(event.failure)
         finally:
+            watcher.cancel()
             job.close()
 
     async def first_event(self, request: Request, job: JobStream) -> JobEvent | None:

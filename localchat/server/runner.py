@@ -3,8 +3,8 @@
 The socket is bound here, before uvicorn starts, so a port in use is one
 clear sentence (not a uvicorn log line) and port 0 gives an ephemeral port
 whose number is known at once. uvicorn gets explicit choices (asyncio loop,
-h11, no websockets, no lifespan) rather than "auto": the same code path runs
-everywhere, and a frozen bundle needs only those lazily imported modules.
+h11 (server/connections.py's bounded protocol), no websockets, no lifespan) rather than "auto": the
+same code path runs everywhere, and a frozen bundle needs only those lazily imported modules.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import threading
 
 import uvicorn
 from starlette.types import ASGIApp
+
+from localchat.server.connections import ACCEPT_BATCH, ConnectionLimits, protocol_class
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
         else:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
-        sock.listen(128)
+        sock.listen(ACCEPT_BATCH)
     except OSError as exc:
         sock.close()
         raise BindError(
@@ -67,14 +69,16 @@ def url_for(sock: socket.socket) -> str:
 
 
 class ServerThread:
-    """uvicorn serving ``app`` on ``sock`` in a daemon thread with its own event loop."""
+    """uvicorn serving ``app`` on ``sock`` in a daemon thread with its own event loop, its connections
+    bounded by ``limits`` (server/connections.py)."""
 
-    def __init__(self, app: ASGIApp, sock: socket.socket) -> None:
+    def __init__(self, app: ASGIApp, sock: socket.socket, limits: ConnectionLimits | None = None) -> None:
         self.sock = sock
         self.url = url_for(sock)
         config = uvicorn.Config(
-            app, loop="asyncio", http="h11", ws="none", lifespan="off", log_config=None,
-            access_log=False, proxy_headers=False, server_header=False, timeout_graceful_shutdown=2,
+            app, loop="asyncio", http=protocol_class(limits or ConnectionLimits()), ws="none", lifespan="off",
+            log_config=None, access_log=False, proxy_headers=False, server_header=False,
+            timeout_graceful_shutdown=2, backlog=ACCEPT_BATCH,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="api-server", daemon=True)

@@ -49,7 +49,8 @@ def serve(
     supervisor = EngineSupervisor(config, max_queue=queue, listener=events.append)
     base = ServerSettings(model_id="test-model", api_key=API_KEY, max_body_bytes=1024 * 1024, max_tokens=512)
     settings_obj = replace(base, **settings)  # type: ignore[arg-type]
-    thread = ServerThread(create_app(supervisor, settings_obj), bind_socket("127.0.0.1", 0))
+    thread = ServerThread(create_app(supervisor, settings_obj), bind_socket("127.0.0.1", 0),
+                          settings_obj.connections())
     if start:
         supervisor.start()
     thread.start()
