@@ -300,11 +300,12 @@ class ToolHub:
     def _transport(self, conn: _Connection, stack: AsyncExitStack) -> Any:
         server = conn.config
         if server.kind == "http":
-            import httpx2
             from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
 
-            # The SDK's own defaults: 30 s to connect and send, 5 min to read (a stream may stay open).
-            http = httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(30.0, read=300.0))
+            # The SDK's own client and defaults (30 s to connect and send, 5 min to read: a stream may
+            # stay open), so the HTTP library the SDK bundles is never imported here by name.
+            http = create_mcp_http_client(headers=dict(server.headers))
             stack.push_async_callback(http.aclose)
             return streamable_http_client(server.url, http_client=http)
         errlog = self._open_log(conn)
