@@ -64,6 +64,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "localchat.hub.pypi_models": ("hub/test_pull.py",),
     "localchat.hub.pypi_source": ("hub/test_pull.py",),
     "localchat.hub.token": ("hub/test_token.py", "ui/test_hub_token_page.py"),
+    "localchat.chat.attachments": ("chat/test_attachments.py",),
     "localchat.chat.export": ("chat/test_export.py", "chat/test_tool_rounds.py"),
     "localchat.chat.prompt": ("chat/test_prompt.py", "chat/test_tool_rounds.py"),
     "localchat.chat.rounds": ("chat/test_tool_rounds.py", "ui/test_tool_blocks.py"),

@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +54,7 @@ from localchat.chat import (
     export,
     prompt_turns,
 )
+from localchat.chat.attachments import Attachment, budget_tokens, estimate_tokens, inline
 from localchat.chat.rounds import ReplyTools, ToolCallRecord
 from localchat.engine.types import (
     ChatMessage,
@@ -402,19 +403,45 @@ class ChatSession(QObject):
         """Ask the engine to load a model; its state_changed says how it goes."""
         self._engine.load(config)
 
-    def send(self, text: str) -> bool:
-        """Send ``text`` in the current chat (a new chat when there is none).
+    def send(self, text: str, attachments: Sequence[Attachment] = ()) -> bool:
+        """Send ``text`` in the current chat (a new chat when there is none), with ``attachments``
+        inlined after it (``chat.attachments.inline``: what the context has room for); the stored
+        message is the text as sent, files included.
 
         False when nothing was sent: no text, a reply running, no model, or the
         store could not keep the message (``notice`` says why; the caller keeps
         the typed text).
         """
         text = text.strip()
-        if not text or self.generating:
+        if (not text and not attachments) or self.generating:
             return False
         if self._engine.state.phase in (Phase.NO_MODEL, Phase.FAILED, Phase.CLOSED):
             emit(self.notice, NO_MODEL)
             return False
+        notes: tuple[str, ...] = ()
+        if attachments:
+            inlined = inline(text, attachments, self._attachment_budget(text))
+            text, notes = inlined.text, inlined.notes
+        if not self._send_text(text):
+            return False
+        if notes:  # after reply_started, which clears the notice line
+            emit(self.notice, " ".join(notes))
+        return True
+
+    def _attachment_budget(self, text: str) -> int:
+        """Tokens attached files may take in the next message of the current chat: the loaded context
+        (the one loading, else the setting) less the chat so far, the typed text and the reply."""
+        state = self._engine.state
+        n_ctx = (state.info.n_ctx if state.info is not None
+                 else state.config.n_ctx if state.config is not None else self._settings.context_length)
+        cid = self._current
+        held = self.system_prompt(cid) + text
+        if cid is not None:
+            held += "".join(m.content for m in self._store.messages(cid))
+        _temperature, max_tokens = self.options.reply_settings(cid)
+        return budget_tokens(n_ctx, estimate_tokens(held), max_tokens)
+
+    def _send_text(self, text: str) -> bool:
         cid = self._current
         if cid is None:
             cid = self._create(_title_from(text))

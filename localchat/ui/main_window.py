@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from localchat.chat.attachments import Attachment, AttachmentError, read_attachment
 from localchat.engine.types import EngineInfo
 from localchat.host.events import EngineState, Phase
 from localchat.host.failure_words import Audience, dropped_workers_sentence, sentence
@@ -87,6 +88,8 @@ class MainWindow(QMainWindow):
         self.notice, self.suggestion, self._page = page.notice, page.suggestion, page
         self.send_button, self.stop_button = page.send_button, page.stop_button
         self.regenerate_button, self.edit_button = page.regenerate_button, page.edit_button
+        self.attach_button, self.chips = page.attach_button, page.chips
+        self.attachments: list[Attachment] = []  # the files going with the next message
         self.welcome = WelcomePanel(STARTER_DESCRIPTION, self)
         self.status = SpeculationStatusBar(engine.memory_bytes, self)
         self.setStatusBar(self.status)
@@ -134,6 +137,9 @@ class MainWindow(QMainWindow):
 
         self.composer.submitted.connect(self.send_message)
         self.composer.edit_last_requested.connect(self.edit_last)
+        self.composer.files_dropped.connect(self.attach_files)
+        self.attach_button.clicked.connect(lambda: self.attach_files(dialogs.ask_attachments(self)))
+        self.chips.removed.connect(self.remove_attachment)
         self.send_button.clicked.connect(self.composer.submit)
         self.stop_button.clicked.connect(session.cancel)
         self.regenerate_button.clicked.connect(session.regenerate)
@@ -199,9 +205,37 @@ class MainWindow(QMainWindow):
         self._update_buttons()
 
     def send_message(self, text: str) -> None:
-        """Send ``text`` in the current chat; the typed text stays in the box if it could not be sent."""
-        if self.session.send(text):
+        """Send ``text`` (and the attached files) in the current chat; the typed text and the files stay
+        if it could not be sent."""
+        if self.session.send(text, self.attachments):
             self.composer.clear()
+            self._set_attachments([])
+
+    def attach_files(self, paths: list[str]) -> None:
+        """Read each file for the next message; one that cannot be attached is a sentence, the rest go."""
+        problems = []
+        attached = list(self.attachments)
+        for path in paths:
+            try:
+                attachment = read_attachment(path)
+            except AttachmentError as exc:
+                problems.append(str(exc))
+                continue
+            if any(a.path == attachment.path for a in attached):
+                continue
+            attached.append(attachment)
+        self._set_attachments(attached)
+        self.show_notice(" ".join(problems))
+        self.composer.setFocus()
+
+    def remove_attachment(self, index: int) -> None:
+        if 0 <= index < len(self.attachments):
+            self._set_attachments(self.attachments[:index] + self.attachments[index + 1:])
+
+    def _set_attachments(self, attachments: list[Attachment]) -> None:
+        self.attachments = attachments
+        self.chips.set_attachments(attachments)
+        self.composer.allow_empty = bool(attachments)
 
     def edit_last(self) -> None:
         text = self.session.edit_last()
