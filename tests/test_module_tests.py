@@ -72,6 +72,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "localchat.settings.drafter_kind": ("catalog/test_library.py", "settings/test_options.py"),
     "localchat.settings.folders": ("catalog/test_cli_models.py", "ui/test_main_window.py"),
     "localchat.settings.options": ("settings/test_options.py", "settings/test_toml_file.py"),
+    "localchat.settings.presets": ("settings/test_presets.py",),
     "localchat.settings.settings": ("ui/test_settings_dialog.py", "settings/test_options.py"),
     "localchat.settings.toml_file": ("settings/test_toml_file.py", "catalog/test_cli_models.py"),
     "localchat.host.bench_child": ("host/test_bench_child.py",),

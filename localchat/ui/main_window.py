@@ -33,6 +33,7 @@ from localchat.services.engine_port import EnginePort
 from localchat.services.requests import build_engine_config
 from localchat.services.shown import ReplyEnd, ReplyStart
 from localchat.settings import OPTIONS
+from localchat.settings.presets import PresetReader
 from localchat.ui import dialogs, formatting
 from localchat.ui.chat_page import ChatPage
 from localchat.ui.chat_settings_dialog import ChatSettingsDialog
@@ -174,6 +175,10 @@ class MainWindow(QMainWindow):
         menus.regenerate_action.triggered.connect(session.regenerate)
         menus.edit_action.triggered.connect(self.edit_last)
         menus.speculation_action.toggled.connect(self._on_speculation_toggled)
+        menus.save_preset_action.triggered.connect(self.save_preset)
+        menus.clear_preset_action.triggered.connect(self.clear_preset)
+        if session.presets is not None:
+            session.presets.changed.connect(lambda _id: self._update_buttons())
         self.stop_shortcut.activated.connect(self._on_stop_shortcut_activated)
 
     # -- public -----------------------------------------------------------------------
@@ -201,7 +206,10 @@ class MainWindow(QMainWindow):
 
     def load_model(self, target_path: str, draft_path: str | None = None) -> None:
         """Ask the engine to load ``target_path`` (with a drafter); the window stays usable."""
-        self.session.load_model(build_engine_config(self._settings, target_path, draft_path))
+        preset = self.session.presets.for_path(target_path) if self.session.presets is not None else None
+        # The model's preset (its context length) over the app's settings.
+        self.session.load_model(build_engine_config(PresetReader(self._settings, preset), target_path,
+                                                    draft_path))
         self._update_buttons()
 
     def send_message(self, text: str) -> None:
@@ -236,6 +244,26 @@ class MainWindow(QMainWindow):
         self.attachments = attachments
         self.chips.set_attachments(attachments)
         self.composer.allow_empty = bool(attachments)
+
+    def save_preset(self) -> None:
+        """Keep the settings the current chat's replies are written with as the loaded model's preset."""
+        presets, model_id = self.session.presets, self.session.model_id
+        if presets is None or not model_id or self.engine.state.info is None:
+            self.show_notice("Load a model first: a preset is kept for the model that is loaded.")
+            return
+        preset = self.session.preset_from_current()
+        problem = presets.save(model_id, preset)
+        self.show_notice(problem or (
+            f"Saved as the preset of {self.session.target_name}: {preset.summary()}. It applies whenever "
+            "this model loads (the context length from the next load)."))
+
+    def clear_preset(self) -> None:
+        presets, model_id = self.session.presets, self.session.model_id
+        if presets is None or not model_id:
+            return
+        problem = presets.clear(model_id)
+        self.show_notice(problem or f"{self.session.target_name} uses the app's settings again "
+                                    "(its context length from the next load).")
 
     def edit_last(self) -> None:
         text = self.session.edit_last()
@@ -363,6 +391,9 @@ class MainWindow(QMainWindow):
                 self.welcome.show_message(words)
         elif state.phase is Phase.READY:
             self.show_welcome(False)
+            preset = self.session.active_preset
+            if changed and preset is not None and state.failure is None:
+                self.show_notice(f"{name} loaded with its preset: {preset.summary()}.")
         self._update_buttons()
 
     # -- widget slots -----------------------------------------------------------------
@@ -448,9 +479,22 @@ class MainWindow(QMainWindow):
         self.tools.refresh()
         for action in (self.menus.regenerate_action, self.menus.edit_action):
             action.setEnabled(not busy and has_chat)
+        loaded = self.engine.state.info is not None and self.session.presets is not None
+        self.menus.save_preset_action.setEnabled(loaded)
+        self.menus.clear_preset_action.setEnabled(loaded and self.session.active_preset is not None)
+        self._show_preset_prompt()
         for action in (self.menus.export_markdown_action, self.menus.export_json_action,
                        self.menus.chat_settings_action):
             action.setEnabled(has_chat)
+
+    def _show_preset_prompt(self) -> None:
+        """The system prompt box says, while empty, that the model's preset gives one."""
+        preset = self.session.active_preset
+        prompt = preset.system_prompt.strip() if preset is not None else ""
+        shown = prompt if len(prompt) <= 80 else prompt[:79] + "…"
+        self.system_prompt.setPlaceholderText(
+            f"System prompt for this chat (empty: the model's preset, “{shown}”)" if prompt
+            else "System prompt for this chat (optional)")
 
     def _show_current(self) -> None:
         if self.session.current_id is not None:
