@@ -173,6 +173,12 @@ class ModelsWiring(QObject):
             parent=self._parent,
         )
         dialog.load_requested.connect(self._on_dialog_load_requested)
+        from localchat.services.hub_search_service import HubSearchService
+        from localchat.ui.hub_search_page import HubSearchPage
+
+        # The hub's GGUF models by name: downloaded through the same service, listed and offered alike.
+        hub_page = HubSearchPage(HubSearchService(parent=dialog), self._downloader, total_ram(), dialog)
+        dialog.tabs.addTab(hub_page, "Search the hub")
         if select:
             dialog.select_entry(select, note)
         elif select_starter:

@@ -63,6 +63,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "localchat.hub.pull": ("hub/test_pull.py",),
     "localchat.hub.pypi_models": ("hub/test_pull.py",),
     "localchat.hub.pypi_source": ("hub/test_pull.py",),
+    "localchat.hub.search": ("hub/test_search.py",),
     "localchat.hub.token": ("hub/test_token.py", "ui/test_hub_token_page.py"),
     "localchat.chat.attachments": ("chat/test_attachments.py",),
     "localchat.chat.export": ("chat/test_export.py", "chat/test_tool_rounds.py"),
