@@ -23,10 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from localchat.chat.attachments import Attachment, AttachmentError, read_attachment
+from localchat.chat.attachments import Attachment
 from localchat.engine.types import EngineInfo
 from localchat.host.events import EngineState, Phase
 from localchat.host.failure_words import Audience, dropped_workers_sentence, sentence
+from localchat.services.attachment_reader import AttachmentReader
 from localchat.services.chat_options import DIALOG_OPTIONS
 from localchat.services.chat_session import ChatSession
 from localchat.services.engine_port import EnginePort
@@ -91,6 +92,7 @@ class MainWindow(QMainWindow):
         self.regenerate_button, self.edit_button = page.regenerate_button, page.edit_button
         self.attach_button, self.chips = page.attach_button, page.chips
         self.attachments: list[Attachment] = []  # the files going with the next message
+        self.attachment_reader = AttachmentReader(self)  # reads them off the GUI thread
         self.welcome = WelcomePanel(STARTER_DESCRIPTION, self)
         self.status = SpeculationStatusBar(engine.memory_bytes, self)
         self.setStatusBar(self.status)
@@ -141,6 +143,7 @@ class MainWindow(QMainWindow):
         self.composer.files_dropped.connect(self.attach_files)
         self.attach_button.clicked.connect(lambda: self.attach_files(dialogs.ask_attachments(self)))
         self.chips.removed.connect(self.remove_attachment)
+        self.attachment_reader.done.connect(self._on_attachments_read)
         self.send_button.clicked.connect(self.composer.submit)
         self.stop_button.clicked.connect(session.cancel)
         self.regenerate_button.clicked.connect(session.regenerate)
@@ -215,26 +218,27 @@ class MainWindow(QMainWindow):
     def send_message(self, text: str) -> None:
         """Send ``text`` (and the attached files) in the current chat; the typed text and the files stay
         if it could not be sent."""
+        if self.attachment_reader.reading:
+            self.show_notice("Still reading the attached files: send again in a moment.")
+            return
         if self.session.send(text, self.attachments):
             self.composer.clear()
             self._set_attachments([])
 
     def attach_files(self, paths: list[str]) -> None:
-        """Read each file for the next message; one that cannot be attached is a sentence, the rest go."""
-        problems = []
+        """Read each file for the next message (off the GUI thread; chips appear when read)."""
+        if paths:
+            self.attachment_reader.read(paths)
+            self.composer.setFocus()
+
+    def _on_attachments_read(self, read: list[Attachment], problems: list[str]) -> None:
+        """Add the files read as chips; one that cannot be attached is a sentence, the rest go."""
         attached = list(self.attachments)
-        for path in paths:
-            try:
-                attachment = read_attachment(path)
-            except AttachmentError as exc:
-                problems.append(str(exc))
-                continue
-            if any(a.path == attachment.path for a in attached):
-                continue
-            attached.append(attachment)
+        for attachment in read:
+            if not any(a.path == attachment.path for a in attached):
+                attached.append(attachment)
         self._set_attachments(attached)
         self.show_notice(" ".join(problems))
-        self.composer.setFocus()
 
     def remove_attachment(self, index: int) -> None:
         if 0 <= index < len(self.attachments):

@@ -41,6 +41,7 @@ def test_the_attach_button_adds_chips_and_send_inlines_the_files(
     pdf = write_pdf(tmp_path / "paper.pdf", ["Drafts are verified in one pass"])
     monkeypatch.setattr(dialogs, "ask_attachments", lambda _parent: [str(code), str(pdf)])
     qtbot.mouseClick(w.attach_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(w.attachments) == 2)  # read off the GUI thread
     assert w.chips.isVisible() and w.chips.names() == ["sort.py", "paper.pdf"]
     assert w.chips.chips[0].findChild(QLabel, "chip_size").text() == "1 line"  # type: ignore[union-attr]
 
@@ -71,6 +72,7 @@ def test_files_dropped_on_the_message_box_are_attached_and_can_be_removed(
     drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
                       Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(w.composer.viewport(), drop)
+    qtbot.waitUntil(lambda: len(w.attachments) == 2)
     assert w.chips.names() == ["a.txt", "b.md"]
     assert w.composer.toPlainText() == ""  # the paths were not typed in
 
@@ -84,12 +86,13 @@ def test_files_dropped_on_the_message_box_are_attached_and_can_be_removed(
 
 
 def test_a_binary_file_is_refused_with_a_sentence_and_the_rest_attached(
-        parts: AppParts, tmp_path: Path) -> None:
+        qtbot, parts: AppParts, tmp_path: Path) -> None:
     w = parts.window
     binary, text = tmp_path / "photo.jpg", tmp_path / "notes.txt"
     binary.write_bytes(b"\xff\xd8\xff\xe0\0\x10JFIF\0" + bytes(range(256)))
     text.write_text("keep me\n")
     w.attach_files([str(binary), str(text)])
+    qtbot.waitUntil(lambda: not w.attachment_reader.reading)
     assert w.chips.names() == ["notes.txt"]
     assert w.notice.isVisible() and "photo.jpg is not a text file" in w.notice.text()
 
@@ -101,6 +104,10 @@ def test_a_file_too_big_for_the_context_is_cut_with_a_sentence(
     big = tmp_path / "server.log"
     big.write_text("".join(f"request {i:06d} served\n" for i in range(n_ctx)))  # 22 chars a line
     w.attach_files([str(big)])
+    # Sent before the file was read (its answer comes through the event loop, which has not run): it waits.
+    w.send_message("Any errors?")
+    assert "Still reading the attached files" in w.notice.text() and not w.generating
+    qtbot.waitUntil(lambda: len(w.attachments) == 1)
     qtbot.keyClicks(w.composer, "Any errors?")
     qtbot.keyClick(w.composer, Qt.Key.Key_Return)
     sent = _sent(parts)
