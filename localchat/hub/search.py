@@ -67,6 +67,7 @@ def search(query: str, *, endpoint: str | None = None, token: str | bool | None 
     """GGUF repositories on the hub whose names match ``query``, most downloaded first."""
     from huggingface_hub import HfApi
 
+    _check_online("The hub could not be searched")
     try:
         found = HfApi(endpoint=endpoint, token=token).list_models(
             search=query.strip() or None, filter="gguf", sort="downloads", limit=limit,
@@ -80,11 +81,20 @@ def repo_files(repo: str, *, endpoint: str | None = None, token: str | bool | No
     """The GGUF files of ``repo`` with their sizes (``gguf_files``)."""
     from huggingface_hub import HfApi
 
+    _check_online(f"The files of {repo} could not be listed")
     try:
         info = HfApi(endpoint=endpoint, token=token).model_info(repo, files_metadata=True)
     except Exception as exc:
         raise SearchError(_sentence(exc, f"The files of {repo} could not be listed")) from exc
     return gguf_files(repo, [(s.rfilename, s.size) for s in info.siblings or []])
+
+
+def _check_online(what: str) -> None:
+    """Offline mode (HF_HUB_OFFLINE) is said at once, not after huggingface-hub's retries."""
+    from huggingface_hub import constants
+
+    if constants.is_offline_mode():
+        raise SearchError(f"{what}: offline mode is on (HF_HUB_OFFLINE); turn it off to reach the hub.")
 
 
 def _sentence(exc: Exception, what: str) -> str:

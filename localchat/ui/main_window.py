@@ -332,9 +332,18 @@ class MainWindow(QMainWindow):
         except ValueError as exc:
             self.show_notice(str(exc))
             return
+        notes = []
         restart = [o.label for o in OPTIONS if o.name in changed and o.needs_restart]
         if restart and self.engine.state.info is not None:
-            self.show_notice(f"{', '.join(restart)}: takes effect when a model is next loaded.")
+            notes.append(f"{', '.join(restart)}: takes effect when a model is next loaded.")
+        preset = self.session.active_preset
+        overridden = [o.label for o in OPTIONS if o.name in changed and preset is not None
+                      and o.name in preset.values]
+        if overridden:
+            notes.append(f"{', '.join(overridden)}: {self.session.target_name}'s preset sets its own "
+                         "(Models → Clear this model's preset to use the app's).")
+        if notes:
+            self.show_notice(" ".join(notes))
 
     # -- session and engine slots -----------------------------------------------------
 

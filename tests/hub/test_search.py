@@ -61,3 +61,12 @@ def test_split_parts_and_projectors_are_left_out_and_unsized_files_go_last() -> 
     files = gguf_files("r/m", [("m-Q4_0.gguf", None), ("m-IQ2_XS.gguf", 10), ("m-00001-of-00003.gguf", 5),
                                ("mmproj-m-f16.gguf", 3), ("notes.txt", 1)])
     assert [(f.filename, f.quant) for f in files] == [("m-IQ2_XS.gguf", "IQ2_XS"), ("m-Q4_0.gguf", "Q4_0")]
+
+
+def test_offline_mode_is_said_at_once(listed: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(SearchError, match="offline mode is on"):
+        search("tiny", endpoint=listed.url)
+    assert not [r for r in listed.requests if r.path.startswith("/api/models")]

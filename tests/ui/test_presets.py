@@ -48,8 +48,9 @@ def test_saving_the_current_settings_as_the_models_preset_and_using_it(qtbot, tm
     assert saved["temperature"] == 0.2 and saved["top_k"] == 12 and saved["context_length"] == 4096
     assert saved["system_prompt"] == "Answer with code first."
 
-    # The app's settings change; the model's replies keep its preset, and a new chat gets its prompt.
-    parts.settings.set("temperature", 1.3)
+    # The app's settings change; the model's replies keep its preset (said), and a new chat gets its prompt.
+    w.apply_settings({"temperature": 1.3})
+    assert "Temperature: tiny-coder-Q4_K_M.gguf's preset sets its own" in w.notice.text()
     w.new_conversation()
     assert "the model's preset, “Answer with code first.”" in w.system_prompt.placeholderText()
     w.session.send("again")
