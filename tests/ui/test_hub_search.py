@@ -18,6 +18,7 @@ from localchat.ui.hub_search_page import HubSearchPage
 from localchat.ui.model_manager import ModelManagerDialog
 from tests.hub.hubserver import HubServer
 from tests.ui.apps import fake_engine_app
+from tests.ui.fakes import FakeEngine
 
 GB = 10**9
 
@@ -88,6 +89,12 @@ def test_a_gated_repository_says_how_to_get_in(qtbot, page: HubSearchPage) -> No
     page.repo_table.selectRow(1)
     qtbot.waitUntil(lambda: page.file_table.rowCount() == 1, timeout=20_000)
     assert "It is gated: accept its licence on the hub and add your token in Settings" in page.message.text()
+    # Downloading it without a token: the download's own sentence, with the licence page and the token step.
+    page.file_table.selectRow(0)
+    with qtbot.waitSignal(page._downloader.failed, timeout=30_000):
+        page.download()
+    assert "locked/Tiny-Coder-GGUF is gated" in page.message.text()
+    assert "accept its licence" in page.message.text() and page.download_button.isEnabled()
 
 
 def test_no_match_and_an_empty_search_are_said(qtbot, page: HubSearchPage) -> None:
@@ -112,3 +119,47 @@ def test_the_model_manager_has_the_hub_search_tab(qtbot, tmp_path: Path, monkeyp
     QTimer.singleShot(0, look)
     parts.models.open_manager()
     assert seen == ["On this computer", "Catalog", "Search the hub"]
+
+
+def test_a_model_found_on_the_hub_downloads_lists_and_loads_from_the_manager(
+        qtbot, hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = fake_engine_app(qtbot, tmp_path, monkeypatch)
+    # The app's own search and downloads reach this hub, as HF_ENDPOINT set before the start would do.
+    monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+    template = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+    engine = parts.engine
+    assert isinstance(engine, FakeEngine)
+    seen: dict[str, object] = {}
+
+    def use() -> None:
+        dialog = QApplication.activeModalWidget()
+        assert isinstance(dialog, ModelManagerDialog)
+        try:
+            steps(dialog)
+        except BaseException as exc:  # a failure closes the dialog, then fails the test
+            seen["error"] = exc
+            dialog.reject()
+
+    def steps(dialog: ModelManagerDialog) -> None:
+        page = dialog.tabs.widget(2)
+        assert isinstance(page, HubSearchPage)
+        dialog.tabs.setCurrentWidget(page)
+        _search(qtbot, page, "tiny coder")
+        page.repo_table.selectRow(0)
+        qtbot.waitUntil(lambda: page.file_table.rowCount() == 2, timeout=20_000)
+        page.file_table.selectRow(0)
+        page.download()
+        qtbot.waitUntil(lambda: dialog.load_now_button.isVisible(), timeout=30_000)
+        seen["tab"] = dialog.tabs.currentIndex()
+        seen["message"] = dialog.local_message.text()
+        dialog.load_now_button.click()
+
+    QTimer.singleShot(0, use)
+    parts.models.open_manager()
+    if "error" in seen:
+        raise AssertionError("in the model manager") from seen["error"]  # type: ignore[misc]
+    assert seen["tab"] == 0  # listed at once under "On this computer"
+    assert "Downloaded Tiny-Coder-Q4_K_M.gguf: ready to chat with" in str(seen["message"])
+    folder = tmp_path / "own" / "bartowski" / "Tiny-Coder-GGUF"
+    assert Path(engine.configs[-1].target_path).resolve() == (folder / "Tiny-Coder-Q4_K_M.gguf").resolve()
