@@ -173,6 +173,12 @@ class ModelsWiring(QObject):
             parent=self._parent,
         )
         dialog.load_requested.connect(self._on_dialog_load_requested)
+        from localchat.services.hub_search_service import HubSearchService
+        from localchat.ui.hub_search_page import HubSearchPage
+
+        # The hub's GGUF models by name: downloaded through the same service, listed and offered alike.
+        hub_page = HubSearchPage(HubSearchService(parent=dialog), self._downloader, total_ram(), dialog)
+        dialog.tabs.addTab(hub_page, "Search the hub")
         if select:
             dialog.select_entry(select, note)
         elif select_starter:
@@ -340,7 +346,12 @@ def build_main_window(
     store, recovery = ConversationStore.open_or_recover(data / "chats.sqlite3")
     client = engine if engine is not None else _make_engine_client()
     tools = McpService(settings.file.dir / "mcp.json", log_dir if log_dir is not None else folders.log_dir())
-    session = ChatSession(store, client, settings, max_tokens=max_tokens, mcp=tools)
+    from localchat.services.model_presets import ModelPresets
+    from localchat.settings.presets import PresetsFile
+
+    presets = ModelPresets(PresetsFile(settings.file.dir))
+    session = ChatSession(store, client, settings, max_tokens=max_tokens, mcp=tools, presets=presets)
+    presets.setParent(session)
     window = MainWindow(session, settings, client)
     session.setParent(window)
     tools.setParent(window)
@@ -359,8 +370,9 @@ def build_main_window(
     client.state_changed.connect(models.observe)
     window.hub_token = HubTokenService(parent=window)
     server = ApiServerSwitch(settings, client.supervisor, window.status.set_server, window.show_notice)
-    if settings.load_messages or tools.load_messages:
-        window.show_notice(" ".join([*settings.load_messages, *tools.load_messages]))
+    messages = [*settings.load_messages, *tools.load_messages, *presets.load_messages]
+    if messages:
+        window.show_notice(" ".join(messages))
     last = settings.last_model_path
     if autoload and last and Path(last).is_file():
         draft = settings.last_draft_path or None
@@ -369,7 +381,6 @@ def build_main_window(
         window.show_welcome(True)
     if recovery is not None:
         window.show_history_recovered(recovery.headline, recovery.details)
-    messages = [*settings.load_messages, *tools.load_messages]
     return AppParts(window, client, store, settings, messages, session, recovery, downloads, server, models,
                     tools)
 

@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from localchat.chat import ConversationStore
-from localchat.settings import OPTIONS_BY_NAME, InvalidValueError, Value
+from localchat.settings import OPTIONS_BY_NAME, InvalidValueError, OptionReader, Value
 
 if TYPE_CHECKING:
     from localchat.services.settings_service import SettingsService
@@ -58,9 +58,13 @@ class ChatOptions:
         own = self.values(conversation_id) if conversation_id is not None else {}
         return bool(own.get("tools_in_chats", self._settings.tools_in_chats))
 
-    def reply_settings(self, conversation_id: int | None) -> tuple[float, int]:
-        """The temperature and reply length the next reply in this chat is written with."""
+    def reply_settings(
+        self, conversation_id: int | None, base: OptionReader | None = None,
+    ) -> tuple[float, int]:
+        """The temperature and reply length the next reply in this chat is written with: the chat's own,
+        else ``base``'s (the settings as the loaded model's preset has them), else the app's."""
         own = self.values(conversation_id) if conversation_id is not None else {}
-        temperature = own.get("temperature", self._settings.temperature)
-        length = own.get("max_reply_tokens", self._max_tokens or self._settings.max_reply_tokens)
+        app = base if base is not None else self._settings
+        temperature = own.get("temperature", app.temperature)
+        length = own.get("max_reply_tokens", self._max_tokens or app.max_reply_tokens)
         return float(temperature), int(length)

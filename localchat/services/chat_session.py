@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +54,7 @@ from localchat.chat import (
     export,
     prompt_turns,
 )
+from localchat.chat.attachments import Attachment, budget_tokens, estimate_tokens, inline
 from localchat.chat.rounds import ReplyTools, ToolCallRecord
 from localchat.engine.types import (
     ChatMessage,
@@ -72,10 +73,12 @@ from localchat.services.reply_recorder import ReplyRecorder
 from localchat.services.requests import build_request
 from localchat.services.shown import ReplyEnd, ReplyStart, ShownMessage, shown
 from localchat.services.tool_loop import ToolAnswer, ToolLoop
-from localchat.settings import InvalidValueError, Value
+from localchat.settings import InvalidValueError, OptionReader, Value
+from localchat.settings.presets import PRESET_OPTIONS, ModelPreset, PresetReader
 
 if TYPE_CHECKING:
     from localchat.services.mcp_service import McpService, ToolOffer
+    from localchat.services.model_presets import ModelPresets
     from localchat.services.settings_service import SettingsService
 
 log = logging.getLogger(__name__)
@@ -148,6 +151,7 @@ class ChatSession(QObject):
         clock: Callable[[], float] = time.monotonic,
         model_name: Callable[[str], str] = shipped_model_name,
         mcp: McpService | None = None,
+        presets: ModelPresets | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -162,6 +166,7 @@ class ChatSession(QObject):
         # The user turned speculation on since the last reply: a chat that paused it tries again.
         self._resume_speculation = False
         self.mcp = mcp
+        self.presets = presets  # the models' own system prompt, sampling and context (None: no presets)
         self._tools = ToolLoop(mcp, self) if mcp is not None else None
         self._turn: _Turn | None = None
         self._new_chat_tools: bool | None = None  # the Tools button's choice for a chat not yet written
@@ -216,6 +221,41 @@ class ChatSession(QObject):
         """The loaded draft model's name as the window shows it; "" when there is none."""
         info = self._engine.state.info
         return self.model_name(info.draft.path) if info is not None and info.draft is not None else ""
+
+    # -- the loaded model's preset ------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        """The id of the model loaded (or loading), as the API and the presets name it; "" if none."""
+        config = self._engine.state.config
+        if config is None or self.presets is None:
+            return ""
+        return self.presets.model_id(config.target_path)
+
+    @property
+    def active_preset(self) -> ModelPreset | None:
+        """The preset of the model loaded (or loading); None when it has none."""
+        return self.presets.for_id(self.model_id) if self.presets is not None and self.model_id else None
+
+    def reader(self) -> OptionReader:
+        """The settings a reply is written with: the loaded model's preset over the app's settings."""
+        return PresetReader(self._settings, self.active_preset)
+
+    def _preset_prompt(self) -> str:
+        preset = self.active_preset
+        return preset.system_prompt if preset is not None else ""
+
+    def preset_from_current(self) -> ModelPreset:
+        """The settings a reply in the current chat is written with now, as a preset for the loaded
+        model: sampling (the chat's own temperature and reply length where it has them), the context
+        length loaded, and the chat's system prompt (else the model's preset's)."""
+        reader = self.reader()
+        temperature, length = self.options.reply_settings(self._current, reader)
+        info = self._engine.state.info
+        values: dict[str, Value] = {name: reader.get(name) for name in PRESET_OPTIONS}
+        values.update(temperature=temperature, max_reply_tokens=length,
+                      context_length=info.n_ctx if info is not None else reader.context_length)
+        return ModelPreset(values, self.system_prompt() or self._preset_prompt())
 
     # -- conversations ----------------------------------------------------------------
 
@@ -402,19 +442,45 @@ class ChatSession(QObject):
         """Ask the engine to load a model; its state_changed says how it goes."""
         self._engine.load(config)
 
-    def send(self, text: str) -> bool:
-        """Send ``text`` in the current chat (a new chat when there is none).
+    def send(self, text: str, attachments: Sequence[Attachment] = ()) -> bool:
+        """Send ``text`` in the current chat (a new chat when there is none), with ``attachments``
+        inlined after it (``chat.attachments.inline``: what the context has room for); the stored
+        message is the text as sent, files included.
 
         False when nothing was sent: no text, a reply running, no model, or the
         store could not keep the message (``notice`` says why; the caller keeps
         the typed text).
         """
         text = text.strip()
-        if not text or self.generating:
+        if (not text and not attachments) or self.generating:
             return False
         if self._engine.state.phase in (Phase.NO_MODEL, Phase.FAILED, Phase.CLOSED):
             emit(self.notice, NO_MODEL)
             return False
+        notes: tuple[str, ...] = ()
+        if attachments:
+            inlined = inline(text, attachments, self._attachment_budget(text))
+            text, notes = inlined.text, inlined.notes
+        if not self._send_text(text):
+            return False
+        if notes:  # after reply_started, which clears the notice line
+            emit(self.notice, " ".join(notes))
+        return True
+
+    def _attachment_budget(self, text: str) -> int:
+        """Tokens attached files may take in the next message of the current chat: the loaded context
+        (the one loading, else the setting) less the chat so far, the typed text and the reply."""
+        state = self._engine.state
+        n_ctx = (state.info.n_ctx if state.info is not None
+                 else state.config.n_ctx if state.config is not None else self._settings.context_length)
+        cid = self._current
+        held = self.system_prompt(cid) + text
+        if cid is not None:
+            held += "".join(m.content for m in self._store.messages(cid))
+        _temperature, max_tokens = self.options.reply_settings(cid, self.reader())
+        return budget_tokens(n_ctx, estimate_tokens(held), max_tokens)
+
+    def _send_text(self, text: str) -> bool:
         cid = self._current
         if cid is None:
             cid = self._create(_title_from(text))
@@ -503,8 +569,8 @@ class ChatSession(QObject):
     def _start_reply(self, cid: int, *, replaces: int | None = None,
                      user_message: ShownMessage | None = None) -> None:
         history = [m for m in self._store.messages(cid) if m.id != replaces]
-        turns = prompt_turns(self.system_prompt(cid), history)
-        temperature, max_tokens = self.options.reply_settings(cid)
+        turns = prompt_turns(self.system_prompt(cid) or self._preset_prompt(), history)
+        temperature, max_tokens = self.options.reply_settings(cid, self.reader())
         turn = _Turn(cid, [_message(t) for t in turns], temperature, max_tokens,
                      resume=self._resume_speculation)
         self._resume_speculation = False
@@ -525,7 +591,7 @@ class ChatSession(QObject):
         """Send the turn's next round to the engine."""
         offered = turn.offer.tools if turn.offer is not None else ()
         request = build_request(
-            self._settings,
+            self.reader(),
             turn.messages,
             speculation_enabled=self._settings.speculation,
             max_tokens=turn.max_tokens,

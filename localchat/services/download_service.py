@@ -9,6 +9,10 @@ as signals:
 - ``finished(job, target_path, draft_path_or_empty)``
 - ``failed(job, sentence)`` (a cancel is reported as ``failed`` with "Download cancelled.")
 
+``start_file(repo, filename)`` downloads one GGUF file the hub search found (no catalog entry, no
+drafter: the model manager pairs it as any local model), through the same verified, resumable
+``hub.download.DownloadJob``, with the same signals.
+
 Cancel sets the job's event; huggingface-hub checks it between chunks, and the
 partial ``.part`` file is kept so the next start resumes it. ``cancel_all`` is
 what the app calls as it quits: it cancels every running download and waits
@@ -70,17 +74,22 @@ class DownloadService(QObject):
     def start(self, entry_id: str, *, source: str | None = None, quant: str | None = None) -> int:
         """Start downloading ``entry_id`` (its ``quant``, else the default one); if it is already
         downloading, return that job instead."""
+        return self._spawn(entry_id, self._run, (entry_id, source or self._source, quant))
+
+    def start_file(self, repo: str, filename: str, size: int = 0) -> int:
+        """Start downloading ``filename`` of the hub repository ``repo`` (one file, no drafter); if it
+        is already downloading, return that job instead."""
+        return self._spawn(f"{repo}/{filename}", self._run_file, (repo, filename, size))
+
+    def _spawn(self, key: str, run: Callable[..., None], args: tuple[Any, ...]) -> int:
         for job, running in self._entries.items():
-            if running == entry_id:
+            if running == key:
                 return job
         job = next(self._ids)
-        self._entries[job] = entry_id
+        self._entries[job] = key
         cancel = threading.Event()
         self._cancel[job] = cancel
-        worker = threading.Thread(
-            target=self._run, args=(job, entry_id, source or self._source, quant, cancel),
-            name=f"download-{job}", daemon=True,
-        )
+        worker = threading.Thread(target=run, args=(job, *args, cancel), name=f"download-{job}", daemon=True)
         self._workers[job] = worker
         worker.start()
         return job
@@ -135,6 +144,24 @@ class DownloadService(QObject):
         else:
             draft = str(result.drafter) if result.drafter else ""
             self._tell("finished", job, (str(result.target), draft))
+
+    def _run_file(self, job: int, repo: str, filename: str, size: int, cancel: threading.Event) -> None:
+        from localchat.hub.download import DownloadItem, DownloadJob
+        from localchat.hub.errors import DownloadError
+
+        def on_progress(p: Any) -> None:
+            self._tell("progress", job, (int(p.bytes_done), int(p.bytes_total)))
+
+        try:
+            paths = DownloadJob([DownloadItem(repo, filename, size=size)], self._models_dir(),
+                                endpoint=self._endpoint, progress=on_progress, cancel=cancel).run()
+        except DownloadError as exc:
+            self._tell("failed", job, ("Download cancelled." if cancel.is_set() else str(exc),))
+        except Exception as exc:  # a sentence for the user, the details for the log
+            log.exception("download %s/%s failed", repo, filename)
+            self._tell("failed", job, (f"The download failed ({type(exc).__name__}: {exc}).",))
+        else:
+            self._tell("finished", job, (str(paths[0]), ""))
 
     # -- GUI thread -----------------------------------------------------------------------
 

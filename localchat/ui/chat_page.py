@@ -1,11 +1,12 @@
 """The chat page of the main window: the chat's system prompt, the conversation, a notice line, the
-suggestion line, the message box and its buttons, laid out; the window connects them."""
+suggestion line, the message box, its attached files and its buttons, laid out; the window connects them."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QToolButton, QVBoxLayout, QWidget
 
+from localchat.ui.attachment_chips import AttachmentChips
 from localchat.ui.chat_view import ChatView
 from localchat.ui.composer import Composer
 from localchat.ui.suggestion_banner import SuggestionBanner
@@ -25,6 +26,11 @@ class ChatPage(QWidget):
         self.stop_button.setToolTip("Stop the reply (Esc)")
         self.regenerate_button = QPushButton("Regenerate", self)
         self.edit_button = QPushButton("Edit last message", self)
+        self.attach_button = QPushButton("Attach…", self)
+        self.attach_button.setObjectName("attach_button")
+        self.attach_button.setToolTip("Attach text, code or PDF files to the message (or drop them on it)")
+        # The files attached to the message being written, under the message box.
+        self.chips = AttachmentChips(self)
         # This chat's tools on or off (greyed, with the reason, where there are none to offer).
         self.tools_button = QToolButton(self)
         self.tools_button.setObjectName("tools_button")
@@ -43,6 +49,7 @@ class ChatPage(QWidget):
         buttons.addWidget(self.edit_button)
         buttons.addWidget(self.regenerate_button)
         buttons.addStretch(1)
+        buttons.addWidget(self.attach_button)
         buttons.addWidget(self.tools_button)
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.send_button)
@@ -50,7 +57,7 @@ class ChatPage(QWidget):
         layout.setContentsMargins(6, 6, 6, 0)
         layout.addWidget(self.system_prompt)
         layout.addWidget(self.chat_view, 1)
-        for widget in (self.notice, self.suggestion, self.composer):
+        for widget in (self.notice, self.suggestion, self.composer, self.chips):
             layout.addWidget(widget)
         layout.addLayout(buttons)
 

@@ -32,6 +32,15 @@ def ask_model_file(parent: QWidget) -> str:
     return path
 
 
+def ask_attachments(parent: QWidget) -> list[str]:
+    """Files the user picks to attach to the message (none when they cancel)."""
+    paths, _ = QFileDialog.getOpenFileNames(
+        parent, "Attach files", str(Path.home()),
+        "Text, code and PDF files (*.txt *.md *.py *.js *.ts *.json *.toml *.yaml *.yml *.csv *.log "
+        "*.html *.css *.c *.h *.cpp *.rs *.go *.java *.sh *.sql *.xml *.pdf);;All files (*)")
+    return paths
+
+
 def ask_delete_following(parent: QWidget) -> bool | None:
     """Delete one of the user's messages only (False), or everything after it too (True); None: neither."""
     box = QMessageBox(QMessageBox.Icon.Question, "Delete message",

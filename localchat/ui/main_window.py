@@ -23,15 +23,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from localchat.chat.attachments import Attachment
 from localchat.engine.types import EngineInfo
 from localchat.host.events import EngineState, Phase
 from localchat.host.failure_words import Audience, dropped_workers_sentence, sentence
+from localchat.services.attachment_reader import AttachmentReader
 from localchat.services.chat_options import DIALOG_OPTIONS
 from localchat.services.chat_session import ChatSession
 from localchat.services.engine_port import EnginePort
 from localchat.services.requests import build_engine_config
 from localchat.services.shown import ReplyEnd, ReplyStart
 from localchat.settings import OPTIONS
+from localchat.settings.presets import PresetReader
 from localchat.ui import dialogs, formatting
 from localchat.ui.chat_page import ChatPage
 from localchat.ui.chat_settings_dialog import ChatSettingsDialog
@@ -87,6 +90,9 @@ class MainWindow(QMainWindow):
         self.notice, self.suggestion, self._page = page.notice, page.suggestion, page
         self.send_button, self.stop_button = page.send_button, page.stop_button
         self.regenerate_button, self.edit_button = page.regenerate_button, page.edit_button
+        self.attach_button, self.chips = page.attach_button, page.chips
+        self.attachments: list[Attachment] = []  # the files going with the next message
+        self.attachment_reader = AttachmentReader(self)  # reads them off the GUI thread
         self.welcome = WelcomePanel(STARTER_DESCRIPTION, self)
         self.status = SpeculationStatusBar(engine.memory_bytes, self)
         self.setStatusBar(self.status)
@@ -134,6 +140,10 @@ class MainWindow(QMainWindow):
 
         self.composer.submitted.connect(self.send_message)
         self.composer.edit_last_requested.connect(self.edit_last)
+        self.composer.files_dropped.connect(self.attach_files)
+        self.attach_button.clicked.connect(lambda: self.attach_files(dialogs.ask_attachments(self)))
+        self.chips.removed.connect(self.remove_attachment)
+        self.attachment_reader.done.connect(self._on_attachments_read)
         self.send_button.clicked.connect(self.composer.submit)
         self.stop_button.clicked.connect(session.cancel)
         self.regenerate_button.clicked.connect(session.regenerate)
@@ -168,6 +178,10 @@ class MainWindow(QMainWindow):
         menus.regenerate_action.triggered.connect(session.regenerate)
         menus.edit_action.triggered.connect(self.edit_last)
         menus.speculation_action.toggled.connect(self._on_speculation_toggled)
+        menus.save_preset_action.triggered.connect(self.save_preset)
+        menus.clear_preset_action.triggered.connect(self.clear_preset)
+        if session.presets is not None:
+            session.presets.changed.connect(lambda _id: self._update_buttons())
         self.stop_shortcut.activated.connect(self._on_stop_shortcut_activated)
 
     # -- public -----------------------------------------------------------------------
@@ -195,13 +209,65 @@ class MainWindow(QMainWindow):
 
     def load_model(self, target_path: str, draft_path: str | None = None) -> None:
         """Ask the engine to load ``target_path`` (with a drafter); the window stays usable."""
-        self.session.load_model(build_engine_config(self._settings, target_path, draft_path))
+        preset = self.session.presets.for_path(target_path) if self.session.presets is not None else None
+        # The model's preset (its context length) over the app's settings.
+        self.session.load_model(build_engine_config(PresetReader(self._settings, preset), target_path,
+                                                    draft_path))
         self._update_buttons()
 
     def send_message(self, text: str) -> None:
-        """Send ``text`` in the current chat; the typed text stays in the box if it could not be sent."""
-        if self.session.send(text):
+        """Send ``text`` (and the attached files) in the current chat; the typed text and the files stay
+        if it could not be sent."""
+        if self.attachment_reader.reading:
+            self.show_notice("Still reading the attached files: send again in a moment.")
+            return
+        if self.session.send(text, self.attachments):
             self.composer.clear()
+            self._set_attachments([])
+
+    def attach_files(self, paths: list[str]) -> None:
+        """Read each file for the next message (off the GUI thread; chips appear when read)."""
+        if paths:
+            self.attachment_reader.read(paths)
+            self.composer.setFocus()
+
+    def _on_attachments_read(self, read: list[Attachment], problems: list[str]) -> None:
+        """Add the files read as chips; one that cannot be attached is a sentence, the rest go."""
+        attached = list(self.attachments)
+        for attachment in read:
+            if not any(a.path == attachment.path for a in attached):
+                attached.append(attachment)
+        self._set_attachments(attached)
+        self.show_notice(" ".join(problems))
+
+    def remove_attachment(self, index: int) -> None:
+        if 0 <= index < len(self.attachments):
+            self._set_attachments(self.attachments[:index] + self.attachments[index + 1:])
+
+    def _set_attachments(self, attachments: list[Attachment]) -> None:
+        self.attachments = attachments
+        self.chips.set_attachments(attachments)
+        self.composer.allow_empty = bool(attachments)
+
+    def save_preset(self) -> None:
+        """Keep the settings the current chat's replies are written with as the loaded model's preset."""
+        presets, model_id = self.session.presets, self.session.model_id
+        if presets is None or not model_id or self.engine.state.info is None:
+            self.show_notice("Load a model first: a preset is kept for the model that is loaded.")
+            return
+        preset = self.session.preset_from_current()
+        problem = presets.save(model_id, preset)
+        self.show_notice(problem or (
+            f"Saved as the preset of {self.session.target_name}: {preset.summary()}. It applies whenever "
+            "this model loads (the context length from the next load)."))
+
+    def clear_preset(self) -> None:
+        presets, model_id = self.session.presets, self.session.model_id
+        if presets is None or not model_id:
+            return
+        problem = presets.clear(model_id)
+        self.show_notice(problem or f"{self.session.target_name} uses the app's settings again "
+                                    "(its context length from the next load).")
 
     def edit_last(self) -> None:
         text = self.session.edit_last()
@@ -266,9 +332,18 @@ class MainWindow(QMainWindow):
         except ValueError as exc:
             self.show_notice(str(exc))
             return
+        notes = []
         restart = [o.label for o in OPTIONS if o.name in changed and o.needs_restart]
         if restart and self.engine.state.info is not None:
-            self.show_notice(f"{', '.join(restart)}: takes effect when a model is next loaded.")
+            notes.append(f"{', '.join(restart)}: takes effect when a model is next loaded.")
+        preset = self.session.active_preset
+        overridden = [o.label for o in OPTIONS if o.name in changed and preset is not None
+                      and o.name in preset.values]
+        if overridden:
+            notes.append(f"{', '.join(overridden)}: {self.session.target_name}'s preset sets its own "
+                         "(Models → Clear this model's preset to use the app's).")
+        if notes:
+            self.show_notice(" ".join(notes))
 
     # -- session and engine slots -----------------------------------------------------
 
@@ -329,6 +404,9 @@ class MainWindow(QMainWindow):
                 self.welcome.show_message(words)
         elif state.phase is Phase.READY:
             self.show_welcome(False)
+            preset = self.session.active_preset
+            if changed and preset is not None and state.failure is None:
+                self.show_notice(f"{name} loaded with its preset: {preset.summary()}.")
         self._update_buttons()
 
     # -- widget slots -----------------------------------------------------------------
@@ -414,9 +492,22 @@ class MainWindow(QMainWindow):
         self.tools.refresh()
         for action in (self.menus.regenerate_action, self.menus.edit_action):
             action.setEnabled(not busy and has_chat)
+        loaded = self.engine.state.info is not None and self.session.presets is not None
+        self.menus.save_preset_action.setEnabled(loaded)
+        self.menus.clear_preset_action.setEnabled(loaded and self.session.active_preset is not None)
+        self._show_preset_prompt()
         for action in (self.menus.export_markdown_action, self.menus.export_json_action,
                        self.menus.chat_settings_action):
             action.setEnabled(has_chat)
+
+    def _show_preset_prompt(self) -> None:
+        """The system prompt box says, while empty, that the model's preset gives one."""
+        preset = self.session.active_preset
+        prompt = preset.system_prompt.strip() if preset is not None else ""
+        shown = prompt if len(prompt) <= 80 else prompt[:79] + "…"
+        self.system_prompt.setPlaceholderText(
+            f"System prompt for this chat (empty: the model's preset, “{shown}”)" if prompt
+            else "System prompt for this chat (optional)")
 
     def _show_current(self) -> None:
         if self.session.current_id is not None:

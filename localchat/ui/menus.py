@@ -50,7 +50,15 @@ class WindowMenus:
         self.speculation_action = action("Speculative decoding", "Ctrl+Shift+S")
         self.speculation_action.setCheckable(True)
         self.speculation_action.setChecked(speculation_on)
+        self.save_preset_action = action(
+            "Save settings as this model's preset",
+            tip="Keep the sampling, context length and this chat's system prompt for the loaded model: "
+                "applied whenever it loads")
+        self.clear_preset_action = action("Clear this model's preset",
+                                          tip="The loaded model uses the app's settings again")
         models.addActions([self.open_model_action, self.manager_action, self.benchmark_action])
+        models.addSeparator()
+        models.addActions([self.save_preset_action, self.clear_preset_action])
         models.addSeparator()
         models.addAction(self.speculation_action)
         self.settings_action = action("Settings…", QKeySequence.StandardKey.Preferences)

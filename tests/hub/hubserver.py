@@ -13,6 +13,13 @@ tokens whose owners accepted its licence; a request without a bearer token
 gets 401 GatedRepo, one with another token 403 GatedRepo, one with a granted
 token the file. ``GET /api/whoami-v2`` answers for the tokens in ``accounts``
 (token -> user name) and 401 for any other, as ``whoami`` expects.
+
+The search API, as ``HfApi.list_models`` and ``model_info`` call it: ``GET /api/models`` with
+``search`` (each of its words in the id), ``filter`` (``gguf``: repos with a .gguf file),
+``sort=downloads`` and ``limit`` lists the repositories under ``root`` (their downloads and likes
+from ``stats``, gated as ``gated`` and ``grants`` say), and
+``GET /api/models/{owner}/{repo}`` (``/revision/{rev}`` too; ``blobs=true`` adds sizes) one
+repository's files. A gated repo's file list answers like its files do.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 _PATH_RE = re.compile(r"^/([^/]+)/([^/]+)/resolve/([^/]+)/(.+)$")
@@ -49,6 +56,7 @@ class HubServer:
     drop_after: dict[str, int] = field(default_factory=dict)  # filename -> bytes sent before the cut (once)
     fake_sha: dict[str, str] = field(default_factory=dict)  # filename -> SHA-256 to advertise instead
     delay_per_block_s: float = 0.0
+    stats: dict[str, tuple[int, int]] = field(default_factory=dict)  # repo -> (downloads, likes) for search
     redirect: bool = False  # answer resolve URLs with 302 to a content URL, as the real hub does for LFS
     block: int = 64 * 1024
     requests: list[Request] = field(default_factory=list)
@@ -129,6 +137,54 @@ class HubServer:
         h.wfile.write(body)
         return None
 
+    def _json(self, h: BaseHTTPRequestHandler, data: object) -> None:
+        body = json.dumps(data).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    def _repos(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(f"{o.name}/{r.name}" for o in self.root.iterdir() if o.is_dir()
+                      for r in o.iterdir() if r.is_dir())
+
+    def _model(self, repo: str, sizes: bool) -> dict[str, object]:
+        downloads, likes = self.stats.get(repo, (0, 0))
+        files = sorted(p for p in (self.root / repo).rglob("*") if p.is_file())
+        siblings: list[dict[str, object]] = []
+        for file in files:
+            sibling: dict[str, object] = {"rfilename": file.relative_to(self.root / repo).as_posix()}
+            if sizes:
+                size = file.stat().st_size
+                sibling.update(size=size, blobId=hashlib.sha1(str(file).encode()).hexdigest(),
+                               lfs={"size": size, "sha256": self.sha256(file), "pointerSize": 134})
+            siblings.append(sibling)
+        gated = "manual" if repo in self.gated or repo in self.grants else False
+        tags = ["gguf"] if any(str(s["rfilename"]).endswith(".gguf") for s in siblings) else []
+        return {"id": repo, "_id": repo, "modelId": repo, "sha": COMMIT, "downloads": downloads,
+                "likes": likes, "gated": gated, "private": False, "tags": tags, "siblings": siblings}
+
+    def _list_models(self, h: BaseHTTPRequestHandler) -> None:
+        query = parse_qs(urlsplit(h.path).query)
+        words = (query.get("search") or [""])[0].lower().split()
+        wanted = set(query.get("filter", []))
+        # As on the hub's site: every word of the search somewhere in the repository's id.
+        models = [self._model(r, sizes=False) for r in self._repos() if all(w in r.lower() for w in words)]
+        models = [m for m in models if wanted <= set(m["tags"])]  # type: ignore[arg-type]
+        if (query.get("sort") or [""])[0] == "downloads":
+            models.sort(key=lambda m: -int(m["downloads"]))  # type: ignore[call-overload]
+        limit = int((query.get("limit") or ["1000"])[0])
+        return self._json(h, models[:limit])
+
+    def _model_info(self, h: BaseHTTPRequestHandler, repo: str) -> None:
+        if not (self.root / repo).is_dir():
+            return self._error(h, 401, "RepoNotFound", "Repository not found")
+        blobs = (parse_qs(urlsplit(h.path).query).get("blobs") or [""])[0].lower() == "true"
+        return self._json(h, self._model(repo, sizes=blobs))
+
     def _handle(self, h: BaseHTTPRequestHandler, head: bool) -> None:
         path = unquote(urlsplit(h.path).path)
         self.requests.append(
@@ -136,6 +192,11 @@ class HubServer:
         )
         if path == "/api/whoami-v2" and not head:
             return self._whoami(h)
+        if path == "/api/models" and not head:
+            return self._list_models(h)
+        info = re.match(r"^/api/models/([^/]+/[^/]+?)(?:/revision/[^/]+)?$", path)
+        if info and not head:
+            return self._model_info(h, info.group(1))
         cdn = re.match(r"^/cdn/([^/]+/[^/]+)/(.+)$", path)
         if cdn:
             return self._serve(h, head, cdn.group(1), cdn.group(2), self.root / cdn.group(1) / cdn.group(2))

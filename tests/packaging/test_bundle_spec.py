@@ -134,3 +134,11 @@ def test_spec_bundles_the_api_server_stack() -> None:
     assert not [m for m in ("uvicorn", "starlette", "anyio", "h11") if f'"{m}"' in excludes]
     hidden = set(_spec_list("UVICORN_MODULES"))
     assert {"uvicorn.loops.asyncio", "uvicorn.protocols.http.h11_impl", "uvicorn.lifespan.off"} <= hidden
+
+
+def test_spec_bundles_pypdf_for_attached_pdfs() -> None:
+    """chat/attachments.py imports pypdf when a PDF is attached; the bundle must carry it."""
+    text = SPEC.read_text(encoding="utf-8")
+    excludes = text[text.index("EXCLUDES = "):text.index("# Qt libraries, plugins")]
+    assert '"pypdf"' not in excludes
+    assert '+ ["pypdf"]' in text[text.index("hiddenimports="):]
