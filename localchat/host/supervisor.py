@@ -470,8 +470,8 @@ class EngineSupervisor(Supervisor):
                     process.kill()
                     failure = Failure(FailureKind.HUNG, exitcode=process.exitcode,
                                       timeout_s=self.cancel_timeout_s)
-                    self._stopped(failure)  # first: whoever the job's end wakes sees the engine gone
                     self._end(job, Failed(job.id, job.source, failure))
+                    self._stopped(failure)
                     return
                 reply = process.receive(POLL_S)
                 if not isinstance(reply, Tokens | Finished | Failed) or reply.job != job.id:
@@ -485,8 +485,8 @@ class EngineSupervisor(Supervisor):
             failure = self._died(process)
             log.warning("engine process %s ended during job %d (exit code %s)", process.pid, job.id,
                         failure.exitcode)
-            self._stopped(failure)
             self._end(job, Failed(job.id, job.source, failure))
+            self._stopped(failure)
 
 
 class BenchSupervisor(Supervisor):
