@@ -171,6 +171,9 @@ def test_death_mid_job_fails_that_job_and_an_eager_supervisor_restarts(events: l
         failed = _last(supervisor.submit(GenerationRequest(prompt="crash", max_tokens=20)))
         assert isinstance(failed, Failed) and failed.failure.kind is FailureKind.ENGINE_DIED
         assert failed.failure.exitcode == 3
+        # The job hears of the death first (the window's reply ends before the state says the engine
+        # stopped); the restart comes after the state does.
+        _wait_for(events, lambda e: isinstance(e, StateChanged) and e.state.phase is Phase.STOPPED)
         supervisor.wait_ready(20)
         assert supervisor.state.pid not in (None, pid)
         assert _phases(events).count(Phase.READY) == 2 and Phase.STOPPED in _phases(events)
