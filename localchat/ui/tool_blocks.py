@@ -47,11 +47,23 @@ def _box(inner: str, colors: Colors) -> str:
             f'bgcolor="{colors.code_background}"><tr><td>{inner}</td></tr></table>')
 
 
+def call_time(seconds: float) -> str:
+    """How long a call took, in a unit that shows it: "12 ms", "0.4 s", "12 s", "2 min 5 s"."""
+    if seconds < 0.1:
+        return f"{max(1, round(seconds * 1000))} ms"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{round(seconds)} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+
+
 def call_block(call: ToolCallRecord, key: str, open_: bool, colors: Colors) -> str:
     words = STATUS_WORDS.get(call.status, call.status)
     facts = [call.server] if call.server else []
     if call.seconds > 0 and call.status not in ("asking", "waiting", "running"):
-        facts.append(f"{call.seconds:.1f} s")
+        facts.append(call_time(call.seconds))
     if words:
         facts.append(words)
     label = f"<b>{html.escape(call.name)}</b>"

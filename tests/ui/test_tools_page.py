@@ -51,15 +51,23 @@ def test_servers_are_listed_their_tools_shown_and_switches_saved_on_ok(qtbot, tm
         assert page.isVisibleTo(dialog.tabs.currentWidget())
         assert page.note.text() == "A note about the model."
         rows = _rows(page)
-        assert rows["calc"][0].endswith("mcp_servers.py calc · not started")
+        # the state first: the command line is cut at the column's edge, the state must not be
+        assert rows["calc"][0].startswith("not started · ")
+        assert rows["calc"][0].endswith("mcp_servers.py calc")
         assert rows["calc"][1] == [("add", "runs without asking")]
-        assert rows["broken"][0].endswith("cannot start")
+        assert rows["broken"][0].startswith("cannot start")
         assert "needs a \"command\"" in rows["broken"][1][0][1]
         qtbot.mouseClick(page.show_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: "running" in _rows(page)["faulty"][0], timeout=WAIT_MS)
         qtbot.waitUntil(lambda: "running" in _rows(page)["calc"][0], timeout=WAIT_MS)
         calc = _rows(page)["calc"]
-        assert calc[0].endswith("running, 2 tools")
+        assert calc[0].startswith("running, 2 tools · ")
+        starting = "Starting the switched-on tool servers…"
+        qtbot.waitUntil(lambda: page.status.text() != starting, timeout=WAIT_MS)
+        assert page.status.text() == "Running: calc (2 tools), faulty (5 tools)."
+        # asked again with every server up: answered at once, not left saying "Starting…"
+        qtbot.mouseClick(page.show_button, Qt.MouseButton.LeftButton)
+        assert page.status.text() == "Running: calc (2 tools), faulty (5 tools)."
         assert calc[1] == [("add", "Add two numbers and return the sum. · runs without asking"),
                            ("multiply", "Multiply two numbers and return the product.")]
         faulty = _rows(page)["faulty"][1]
