@@ -218,7 +218,7 @@ def test_a_chat_can_turn_tools_off(qtbot, tmp_path: Path) -> None:
     with tools_app(qtbot, tmp_path, {"calc": server("calc")}) as parts:
         w, engine = parts.window, fake(parts)
         qtbot.mouseClick(w.tools.button, Qt.MouseButton.LeftButton)  # off, for the chat about to be written
-        assert not w.tools.button.isChecked()
+        assert not w.tools.button.isChecked() and w.tools.button.text() == "Tools: off"
         w.send_message("No tools here")
         assert engine.requests[-1].tools == ()  # sent at once: no servers to wait for
         engine.finish()
@@ -226,6 +226,7 @@ def test_a_chat_can_turn_tools_off(qtbot, tmp_path: Path) -> None:
         assert parts.store.get(cid).options == {"tools_in_chats": False}
         w.new_conversation()
         assert w.tools.button.isChecked()  # a new chat follows the setting again
+        assert w.tools.button.text() == "Tools: on"
         w.send_message("With tools")
         assert [t.name for t in request(qtbot, parts, 2).tools] == ["add", "multiply"]
         engine.finish()
@@ -237,7 +238,7 @@ def test_a_chat_can_turn_tools_off(qtbot, tmp_path: Path) -> None:
 def test_a_model_without_tool_calls_greys_the_tools_with_the_reason(qtbot, tmp_path: Path) -> None:
     with tools_app(qtbot, tmp_path, {"calc": server("calc")}, tool_use=False) as parts:
         w, engine = parts.window, fake(parts)
-        assert not w.tools.button.isEnabled()
+        assert not w.tools.button.isEnabled() and w.tools.button.text() == "Tools"
         assert "was not trained to call tools: its chat template has none" in w.tools.button.toolTip()
         w.send_message("Hello")
         assert engine.requests[-1].tools == ()
