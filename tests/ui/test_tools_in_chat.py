@@ -12,6 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from localchat.app import build_main_window
+from tests.toolservers.conftest import HttpServer
 from tests.ui.fakes import FakeEngine
 from tests.ui.tools_app import WAIT_MS, fake, request, server, tools_app
 
@@ -81,6 +82,26 @@ def test_a_call_is_confirmed_run_and_its_result_goes_back(qtbot, tmp_path: Path)
         target = tmp_path / "chat.md"
         assert parts.session.export(w.session.current_id, "markdown", target) == ""
         assert "**Tool call:** `multiply` (calc)" in target.read_text()
+
+
+def test_a_server_over_streamable_http_in_the_chat(qtbot, tmp_path: Path) -> None:
+    web = HttpServer("calc")
+    try:
+        with tools_app(qtbot, tmp_path, {"web": {"url": web.url, "headers": {"X-Key": "secret"}}}) as parts:
+            w, engine = parts.window, fake(parts)
+            w.send_message("What is 2 plus 3?")
+            assert [t.name for t in request(qtbot, parts, 1).tools] == ["add", "multiply"]
+            engine.call_tools(("add", '{"a": 2, "b": 3}'))
+            dialog = _ask(qtbot, parts)
+            assert dialog.ask.where == web.url and "secret" not in dialog.ask.where
+            qtbot.mouseClick(dialog.once_button, Qt.MouseButton.LeftButton)
+            assert request(qtbot, parts, 2).messages[-1].content == "5"
+            engine.stream("2 + 3 = 5.")
+            engine.finish()
+            (call,) = _reply(parts).tools.rounds[0].calls
+            assert (call.server, call.status, call.result) == ("web", "done", "5")
+    finally:
+        web.stop()
 
 
 def test_parallel_calls_always_and_deny(qtbot, tmp_path: Path) -> None:
