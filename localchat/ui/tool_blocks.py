@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from collections.abc import Container
 
-from localchat.chat.rounds import ReplyTools, ToolCallRecord
+from localchat.chat.rounds import ReplyTools, ToolCallRecord, call_time
 from localchat.services.shown import read_stats
 from localchat.ui import formatting
 from localchat.ui.markdown_render import Colors, render_message
@@ -45,18 +45,6 @@ def _box(inner: str, colors: Colors) -> str:
     return (f'<table width="100%" cellspacing="0" cellpadding="6" style="margin-top:4px; margin-bottom:4px; '
             f'border-collapse:collapse; border: 1px solid {colors.code_border};" '
             f'bgcolor="{colors.code_background}"><tr><td>{inner}</td></tr></table>')
-
-
-def call_time(seconds: float) -> str:
-    """How long a call took, in a unit that shows it: "12 ms", "0.4 s", "12 s", "2 min 5 s"."""
-    if seconds < 0.1:
-        return f"{max(1, round(seconds * 1000))} ms"
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 60:
-        return f"{round(seconds)} s"
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
 def call_block(call: ToolCallRecord, key: str, open_: bool, colors: Colors) -> str:

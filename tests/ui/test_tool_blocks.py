@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from localchat.chat.rounds import ReplyTools, ToolCallRecord, ToolRound
 from localchat.ui.chat_view import ChatView, DisplayMessage
-from localchat.ui.tool_blocks import call_time
 
 ADD = ToolCallRecord("c1", "add", '{"a": 2, "b": 3}', "calc", "5", "done", "", 0.4)
 SLOW = ToolCallRecord("c2", "wait", "{}", "faulty", "Error: …", "timed_out",
@@ -61,8 +60,3 @@ def test_the_streaming_reply_shows_its_rounds_and_keeps_open_folds(qtbot) -> Non
     assert kept.tools.rounds[0].calls == (ADD,) and kept.content == "It is 5."
     assert "9:0:0" in view.expanded and "Result" in view.toPlainText()
 
-
-def test_a_calls_time_is_said_in_a_unit_that_shows_it() -> None:
-    # a local tool answers in milliseconds: "0.0 s" said nothing
-    assert [call_time(s) for s in (0.0004, 0.012, 0.4, 2.0, 12.4, 125.0, 120.0)] == [
-        "1 ms", "12 ms", "0.4 s", "2.0 s", "12 s", "2 min 5 s", "2 min"]
