@@ -6,6 +6,7 @@ fault is a sentence in the chat while the app stays responsive."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -204,6 +205,27 @@ def test_stop_ends_a_hung_call_and_the_reply(qtbot, tmp_path: Path) -> None:
         assert (call.status, call.result) == ("cancelled", "The user stopped this call before it answered.")
         assert not reply.complete and "Stopped." in w.chat_view.toPlainText()
         assert w.send_button.isEnabled()
+
+
+def test_a_server_silent_at_start_stop_then_its_time_out(qtbot, tmp_path: Path) -> None:
+    silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"]}
+    with tools_app(qtbot, tmp_path, {"calc": server("calc"), "silent": silent}) as parts:
+        w, engine = parts.window, fake(parts)
+        parts.settings.set("tool_timeout_s", 2)
+        w.send_message("Add")
+        assert w.status.tool_label.text() == "Starting tool servers…" and w.stop_button.isEnabled()
+        qtbot.mouseClick(w.stop_button, Qt.MouseButton.LeftButton)  # the window answers while it waits
+        assert not w.generating and w.send_button.isEnabled() and not w.status.tool_label.isVisible()
+        qtbot.wait(3000)  # the servers' answer to the stopped message comes, and starts nothing
+        assert engine.requests == [] and not w.generating
+        # the next message waits for the silent one no longer than the time-out, then goes without it
+        started = time.monotonic()
+        w.send_message("Add again")
+        first = request(qtbot, parts, 1)
+        assert time.monotonic() - started < 30
+        assert [t.name for t in first.tools] == ["add", "multiply"]
+        assert "'silent' did not answer within 2 s of starting" in w.chat_view.toPlainText()
+        engine.finish()
 
 
 def test_stop_while_asked_withdraws_the_question(qtbot, tmp_path: Path) -> None:
