@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QRadioButton,
+    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -78,6 +79,7 @@ class PairsEditor(QWidget):
         self.grid = QGridLayout()
         self.grid.setContentsMargins(0, 0, 0, 0)
         self.rows: list[tuple[QLineEdit, QLineEdit]] = []
+        self._next_row = 0  # grid rows are never reused: a removed row leaves its place empty
         self.show_box = QCheckBox("Show values", self)
         self.add_button = QPushButton("Add", self)
         layout = QVBoxLayout(self)
@@ -98,9 +100,22 @@ class PairsEditor(QWidget):
         name.setPlaceholderText("NAME")
         shown = self.show_box.isChecked()
         field.setEchoMode(QLineEdit.EchoMode.Normal if shown else QLineEdit.EchoMode.Password)
-        self.grid.addWidget(name, len(self.rows), 0)
-        self.grid.addWidget(field, len(self.rows), 1)
+        remove = QToolButton(self)
+        remove.setText("✕")
+        remove.setToolTip("Remove this one")
+        remove.setAutoRaise(True)
+        self.grid.addWidget(name, self._next_row, 0)
+        self.grid.addWidget(field, self._next_row, 1)
+        self.grid.addWidget(remove, self._next_row, 2)
+        self._next_row += 1
         self.rows.append((name, field))
+        remove.clicked.connect(lambda: self._remove_row(name, field, remove))
+
+    def _remove_row(self, *widgets: QWidget) -> None:
+        self.rows = [row for row in self.rows if row[0] is not widgets[0]]
+        for widget in widgets:
+            widget.hide()
+            widget.deleteLater()
 
     def pairs(self) -> dict[str, str]:
         return {k.text().strip(): v.text() for k, v in self.rows if k.text().strip()}

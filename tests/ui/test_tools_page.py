@@ -100,6 +100,14 @@ def test_a_server_is_added_in_the_form_with_its_environment_masked(qtbot, tmp_pa
         assert value.echoMode() == QLineEdit.EchoMode.Password
         form.env.show_box.setChecked(True)
         assert value.echoMode() == QLineEdit.EchoMode.Normal
+        # a variable is removed with its ✕, and the next one added takes a row of its own
+        form.env.add_row("OLD", "gone")
+        old_name = form.env.rows[1][0]
+        remove = form.env.grid.itemAtPosition(1, 2).widget()
+        qtbot.mouseClick(remove, Qt.MouseButton.LeftButton)
+        assert old_name not in [n for n, _ in form.env.rows]
+        form.env.add_row("", "")  # a row left without a name is not kept
+        assert form.env.grid.itemAtPosition(2, 0).widget() is form.env.rows[-1][0]
         made = form.server()
         assert isinstance(made, ServerConfig)
         assert (made.command, made.args, dict(made.env)) == (
