@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from localchat.chat.rounds import ToolCallRecord, ToolRound
+from localchat.chat.rounds import ToolCallRecord, ToolRound, call_time
 from localchat.chat.store import Conversation, Message
 
 FORMAT = "localchat-chat/2"
@@ -80,7 +80,8 @@ def _fence(text: str) -> str:
 def _call_markdown(call: ToolCallRecord) -> list[str]:
     where = f" ({call.server})" if call.server else ""
     outcome = "" if call.status == "done" else f", {call.status.replace('_', ' ')}"
-    lines = [f"**Tool call:** `{call.name}`{where}, {call.seconds:.1f} s{outcome}", ""]
+    took = f", {call_time(call.seconds)}" if call.seconds > 0 else ""  # a call that never ran took no time
+    lines = [f"**Tool call:** `{call.name}`{where}{took}{outcome}", ""]
     fence = _fence(call.arguments + call.result)
     lines += [f"{fence}json", call.arguments or "{}", fence, ""]
     if call.note:

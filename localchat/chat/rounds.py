@@ -35,6 +35,18 @@ class ToolCallRecord:
     seconds: float = 0.0
 
 
+def call_time(seconds: float) -> str:
+    """How long a call took, in a unit that shows it: "12 ms", "0.4 s", "12 s", "2 min 5 s"."""
+    if seconds < 0.1:
+        return f"{max(1, round(seconds * 1000))} ms"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{round(seconds)} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+
+
 @dataclass(frozen=True)
 class ToolRound:
     """One reply of the model that ended in tool calls, and what became of them."""

@@ -65,6 +65,8 @@ class ServerView:
     tools: tuple[ToolSpec, ...] = ()
     notes: tuple[str, ...] = ()  # why it failed, and the tools left out
     log_path: str = ""
+    starting: bool = False
+    running: bool = False
 
 
 def offer_from(states: tuple[ServerState, ...]) -> ToolOffer:
@@ -190,13 +192,14 @@ class McpService(QObject):
             return ServerView("cannot start", notes=(server.problem,))
         state = self.states.get(server.name)
         if server.name in self._starting:
-            return ServerView("starting…")
+            return ServerView("starting…", starting=True)
         if state is None or state.phase is Phase.STOPPED:
             return ServerView("not started" if server.enabled else "off")
         if state.phase is Phase.FAILED:
             return ServerView("failed", notes=(state.problem,), log_path=state.log_path)
         count = f"{len(state.tools)} tool{'s' if len(state.tools) != 1 else ''}"
-        return ServerView(f"running, {count}", state.tools, state.left_out, state.log_path)
+        return ServerView(f"running, {count}", state.tools, state.left_out, state.log_path,
+                          running=state.phase is Phase.RUNNING)
 
     def all_running(self) -> bool:
         """Whether every switched-on server is up already (a message need not wait to start them)."""

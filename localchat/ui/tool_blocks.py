@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from collections.abc import Container
 
-from localchat.chat.rounds import ReplyTools, ToolCallRecord
+from localchat.chat.rounds import ReplyTools, ToolCallRecord, call_time
 from localchat.services.shown import read_stats
 from localchat.ui import formatting
 from localchat.ui.markdown_render import Colors, render_message
@@ -51,7 +51,7 @@ def call_block(call: ToolCallRecord, key: str, open_: bool, colors: Colors) -> s
     words = STATUS_WORDS.get(call.status, call.status)
     facts = [call.server] if call.server else []
     if call.seconds > 0 and call.status not in ("asking", "waiting", "running"):
-        facts.append(f"{call.seconds:.1f} s")
+        facts.append(call_time(call.seconds))
     if words:
         facts.append(words)
     label = f"<b>{html.escape(call.name)}</b>"

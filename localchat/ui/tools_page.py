@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QRadioButton,
+    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -78,6 +79,7 @@ class PairsEditor(QWidget):
         self.grid = QGridLayout()
         self.grid.setContentsMargins(0, 0, 0, 0)
         self.rows: list[tuple[QLineEdit, QLineEdit]] = []
+        self._next_row = 0  # grid rows are never reused: a removed row leaves its place empty
         self.show_box = QCheckBox("Show values", self)
         self.add_button = QPushButton("Add", self)
         layout = QVBoxLayout(self)
@@ -98,9 +100,22 @@ class PairsEditor(QWidget):
         name.setPlaceholderText("NAME")
         shown = self.show_box.isChecked()
         field.setEchoMode(QLineEdit.EchoMode.Normal if shown else QLineEdit.EchoMode.Password)
-        self.grid.addWidget(name, len(self.rows), 0)
-        self.grid.addWidget(field, len(self.rows), 1)
+        remove = QToolButton(self)
+        remove.setText("✕")
+        remove.setToolTip("Remove this one")
+        remove.setAutoRaise(True)
+        self.grid.addWidget(name, self._next_row, 0)
+        self.grid.addWidget(field, self._next_row, 1)
+        self.grid.addWidget(remove, self._next_row, 2)
+        self._next_row += 1
         self.rows.append((name, field))
+        remove.clicked.connect(lambda: self._remove_row(name, field, remove))
+
+    def _remove_row(self, *widgets: QWidget) -> None:
+        self.rows = [row for row in self.rows if row[0] is not widgets[0]]
+        for widget in widgets:
+            widget.hide()
+            widget.deleteLater()
 
     def pairs(self) -> dict[str, str]:
         return {k.text().strip(): v.text() for k, v in self.rows if k.text().strip()}
@@ -202,6 +217,7 @@ class ToolServersPage(QWidget):
         keeper.reload_if_changed()
         self.config = keeper.config
         self.initial = self.config
+        self._starting = False  # "Show tools" is waiting for the servers it started
         intro = QLabel(
             "Tool servers give the model tools (the Model Context Protocol, as in LM Studio and Claude "
             "Desktop). Their tools go to the model with each message; localchat asks before a tool runs.",
@@ -282,7 +298,8 @@ class ToolServersPage(QWidget):
         self.tree.clear()
         for server in self.config.servers:
             view = self.keeper.view(server)
-            item = QTreeWidgetItem([server.name, f"{server.where} · {view.status}"])
+            # the state first: a long command line is cut at the column's edge, the state must not be
+            item = QTreeWidgetItem([server.name, f"{view.status} · {server.where}"])
             item.setData(0, ROLE, ("server", server.name, ""))
             item.setCheckState(0, Qt.CheckState.Checked if server.enabled else Qt.CheckState.Unchecked)
             item.setToolTip(1, "\n".join([server.where, *view.notes]))
@@ -308,6 +325,20 @@ class ToolServersPage(QWidget):
                 self.tree.setCurrentItem(item)
         self.tree.blockSignals(False)
         self._update_buttons()
+        if self._starting and not any(self.keeper.view(s).starting for s in self.config.enabled):
+            self._starting = False
+            self.status.setText(self._started_sentence())
+
+    def _started_sentence(self) -> str:
+        """What "Show tools" came to: the servers running, and those that could not start."""
+        views = [(s.name, self.keeper.view(s)) for s in self.config.enabled]
+        running = [f"{name} ({len(view.tools)} tool{'s' if len(view.tools) != 1 else ''})"
+                   for name, view in views if view.running]
+        failed = [name for name, view in views if not view.running]
+        words = f"Running: {', '.join(running)}." if running else ""
+        if failed:
+            words += f" Could not start: {', '.join(failed)} (the reason is under its name)."
+        return words.strip()
 
     def _selected(self) -> tuple[str, str, str] | None:
         item = self.tree.currentItem()
@@ -390,7 +421,9 @@ class ToolServersPage(QWidget):
         if self.changed() and self.save():
             return
         self.status.setText("Starting the switched-on tool servers…")
+        self._starting = True
         self.keeper.prepare()
+        self.fill()  # servers already running answer at once
 
     def _on_open_button_clicked(self) -> None:
         if self.changed() and self.save():

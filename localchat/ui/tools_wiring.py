@@ -2,10 +2,10 @@
 question before a call runs, what the tools are doing in the status bar, and the reply's rounds in
 the chat as they happen.
 
-The Tools button turns tools on or off for the chat shown; it is greyed, with the reason in its
-tooltip, where there is nothing to offer (no tool server switched on, or a model whose chat template
-has no tools). Questions come one at a time from the session (services.ToolLoop) and are answered
-with the dialog's three buttons; Stop withdraws the open one.
+The Tools button turns tools on or off for the chat shown ("Tools: on" / "Tools: off"); it is
+greyed, with the reason in its tooltip, where there is nothing to offer (no tool server switched on,
+or a model whose chat template has no tools). Questions come one at a time from the session
+(services.ToolLoop) and are answered with the dialog's three buttons; Stop withdraws the open one.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ class ToolsWiring(QObject):
         state = self.session.tools_availability()
         self.button.setEnabled(state.available)
         self.button.setChecked(state.available and state.on)
+        # said in words: a checked button looks much like an unchecked one in the dark theme
+        self.button.setText("Tools" if not state.available else "Tools: on" if state.on else "Tools: off")
         if not state.available:
             tip = state.reason or "No tool servers."
         elif state.on:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from localchat.chat import ConversationStore, PromptTurn, export, prompt_turns
 from localchat.chat import store as store_module
-from localchat.chat.rounds import ReplyTools, ToolCallRecord, ToolRound, load
+from localchat.chat.rounds import ReplyTools, ToolCallRecord, ToolRound, call_time, load
 
 ADD = ToolCallRecord("call_1", "add", '{"a": 2, "b": 3}', "calc", "5", "done", "", 0.25)
 DENIED = ToolCallRecord("call_2", "delete_all", "{}", "files", "The user declined to run this tool.",
@@ -72,7 +72,7 @@ def test_exports_show_each_call(tmp_path: Path) -> None:
     assert "> **Thinking**\n>\n> I need the calculator." in markdown
     assert "**Tool call:** `add` (calc), 0.2 s" in markdown  # 0.25 s, rounded to even
     assert '```json\n{"a": 2, "b": 3}\n```' in markdown and "Result:\n\n```\n5\n```" in markdown
-    assert "**Tool call:** `delete_all` (files), 0.0 s, denied" in markdown
+    assert "**Tool call:** `delete_all` (files), denied\n" in markdown  # never ran: no time
     assert "_The tool server 'web' could not start" in markdown
     assert markdown.index("Let me add them.") < markdown.index("2 + 3 = 5.")
     document = json.loads(export.to_json(conversation, messages))
@@ -113,3 +113,9 @@ def test_rounds_of_the_wrong_shape_are_skipped() -> None:
     loaded = load(text)
     assert loaded.rounds == (ToolRound("t", (ToolCallRecord("c", "f", "", status="failed"),)),)
     assert loaded.notes == ("said",)
+
+
+def test_a_calls_time_is_said_in_a_unit_that_shows_it() -> None:
+    # a local tool answers in milliseconds: "0.0 s" said nothing
+    assert [call_time(s) for s in (0.0004, 0.012, 0.4, 2.0, 12.4, 125.0, 120.0)] == [
+        "1 ms", "12 ms", "0.4 s", "2.0 s", "12 s", "2 min 5 s", "2 min"]

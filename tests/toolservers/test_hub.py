@@ -4,6 +4,8 @@ and streamable HTTP: tools listed and called, each fault a sentence, and no serv
 from __future__ import annotations
 
 import queue
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,3 +173,45 @@ def test_close_stops_every_server_process(tmp_path: Path) -> None:
         assert pid is not None
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not made.hub.running
+
+
+APP = """
+import queue, sys
+from pathlib import Path
+from localchat.toolservers.hub import Ready, ToolHub
+from tests.toolservers.conftest import stdio_server
+reports = queue.Queue()
+hub = ToolHub(reports.put, log_dir=Path(sys.argv[1]))
+hub.ensure([stdio_server("a", "calc"), stdio_server("b", "faulty")], 1)
+while not isinstance(report := reports.get(timeout=60), Ready):
+    pass
+print(" ".join(str(s.pid) for s in report.states), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and zombies are POSIX words")
+def test_servers_end_when_the_app_is_killed(tmp_path: Path) -> None:
+    # An app killed outright runs no close(): its servers must still end (their stdin closes, and an
+    # MCP server ends at the end of its input), not be left running with no one to stop them.
+    root = Path(__file__).resolve().parents[2]
+    app = subprocess.Popen([sys.executable, "-c", APP, str(tmp_path)], cwd=root, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert app.stdout is not None
+        pids = [int(p) for p in app.stdout.readline().split()]
+        assert len(pids) == 2 and all(psutil.pid_exists(pid) for pid in pids)
+    finally:
+        app.kill()
+        app.wait(10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -15,18 +15,22 @@ manager); a modal dialog over the window is painted onto the window's picture wh
 
 The engine: the UI tests' fake (tests/ui/fakes.py) where the picture shows no reply being written (a
 history written into the store, the settings, the model manager, the starter advice from a
-recorded measurement of a 2-core CPU and of a GPU); the real engine process with the real Qwen2.5-Coder
+recorded measurement of a 2-core CPU and of a GPU) and for the tool pictures (its replies scripted, the
+tool a real MCP server of the suite's own); the real engine process with the real Qwen2.5-Coder
 pair where it does (the main window and the chat mid-reply, the API answering a request).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -41,8 +45,10 @@ from localchat.host.events import Phase, Tokens
 from localchat.ui.model_manager import ModelManagerDialog
 from localchat.ui.settings_dialog import SettingsDialog
 from localchat.ui.theme import apply_theme
+from tests.toolservers.conftest import SCRIPT
 from tests.ui.apps import fake_engine_app
 from tests.ui.fakes import FakeEngine
+from tests.ui.tools_app import WAIT_MS, fake, request, tools_app
 
 pytestmark = pytest.mark.screenshots
 
@@ -503,3 +509,76 @@ def test_api_request(
     asker.join(REPLY_MS / 1000)
     assert answers and answers[0].status_code == 200, answers
 
+
+
+# -- tools in the chat (the fake engine's scripted calls, the suite's own calculator server) -------
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_tool_call(
+    qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shots_root: Path, theme: str
+) -> None:
+    """docs/screenshots/tool-call[-dark].png: a reply that used the calculator tool of an MCP server
+    (tests/toolservers/mcp_servers.py, run for real) in two rounds, its first call unfolded; and
+    tool-confirm.png (light only): the question before the first call runs. The model's replies are the
+    fake engine's, scripted; the tool's results are the server's own."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    dark = theme == "dark"
+    # the server as a reader would list it ("python -m calculator calc"), not this machine's paths
+    modules = tmp_path / "servers"
+    modules.mkdir()
+    shutil.copy(SCRIPT, modules / "calculator.py")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    calc = {"command": "python", "args": ["-m", "calculator", "calc"], "env": {"PYTHONPATH": str(modules)}}
+    with tools_app(qtbot, tmp_path, {"calc": calc}, load=False) as parts:
+        parts.settings.set("theme", theme)
+        folder = tmp_path / "models"
+        folder.mkdir()
+        target = folder / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+        draft = folder / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+        for f in (target, draft):
+            f.write_bytes(b"GGUF")
+        loaded_pair(parts, target, draft)
+        engine = fake(parts)
+        info = engine.state.info
+        assert info is not None
+        engine.set_state(info=replace(info, target=replace(info.target, tool_use=True, tool_format="hermes")))
+        monkeypatch.setattr(engine, "speculation", lambda: info.speculation)  # the drafter loaded
+        window = parts.window
+        window.resize(1000, 640)
+        window.show()
+        window.show_welcome(False)
+        assert window.tools.button.isEnabled() and window.tools.button.text() == "Tools: on"
+        window.send_message("What is 17 times 23, plus 4?")
+        request(qtbot, parts, 1)
+        engine.call_tools(("multiply", '{"a": 17, "b": 23}'), text="I'll use the calculator.")
+        qtbot.waitUntil(lambda: window.tools.dialog is not None and window.tools.dialog.isVisible(),
+                        timeout=WAIT_MS)
+        dialog = window.tools.dialog
+        assert dialog is not None and dialog.always_button.text() == "Always run multiply"
+        assert dialog.ask.where == "python -m calculator calc"
+        if not dark:
+            settle()
+            at = QPoint((window.width() - dialog.width()) // 2, 70)
+            save(over(window, dialog, at), shots_root, "screenshots/tool-confirm.png")
+        dialog.once_button.click()
+        request(qtbot, parts, 2)
+        engine.call_tools(("add", '{"a": 391, "b": 4}'))
+        qtbot.waitUntil(lambda: window.tools.dialog is not None and window.tools.dialog.isVisible(),
+                        timeout=WAIT_MS)
+        window.tools.dialog.always_button.click()
+        third = request(qtbot, parts, 3)
+        assert [m.content for m in third.messages if m.role == "tool"] == ["391", "395"]
+        engine.stream("17 × 23 = 391, and 391 + 4 = **395**.")
+        engine.finish()
+        settle()
+        reply = parts.store.messages(window.session.current_id)[-1]
+        window.chat_view.toggle_fold(f"{reply.id}:0:0")
+        settle()
+        text = window.chat_view.toPlainText()
+        for shown in ("▾ Tool call: multiply · calc", "Arguments", "391", "▸ Tool call: add · calc",
+                      "Round 1:", "Round 2:", "395"):
+            assert shown in text, shown
+        save(window.grab(), shots_root, f"screenshots/tool-call{'-dark' if dark else ''}.png")

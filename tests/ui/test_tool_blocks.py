@@ -59,3 +59,4 @@ def test_the_streaming_reply_shows_its_rounds_and_keeps_open_folds(qtbot) -> Non
     (kept,) = view.messages
     assert kept.tools.rounds[0].calls == (ADD,) and kept.content == "It is 5."
     assert "9:0:0" in view.expanded and "Result" in view.toPlainText()
+

@@ -6,12 +6,14 @@ fault is a sentence in the chat while the app stays responsive."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt
 
 from localchat.app import build_main_window
+from tests.toolservers.conftest import HttpServer
 from tests.ui.fakes import FakeEngine
 from tests.ui.tools_app import WAIT_MS, fake, request, server, tools_app
 
@@ -81,6 +83,26 @@ def test_a_call_is_confirmed_run_and_its_result_goes_back(qtbot, tmp_path: Path)
         target = tmp_path / "chat.md"
         assert parts.session.export(w.session.current_id, "markdown", target) == ""
         assert "**Tool call:** `multiply` (calc)" in target.read_text()
+
+
+def test_a_server_over_streamable_http_in_the_chat(qtbot, tmp_path: Path) -> None:
+    web = HttpServer("calc")
+    try:
+        with tools_app(qtbot, tmp_path, {"web": {"url": web.url, "headers": {"X-Key": "secret"}}}) as parts:
+            w, engine = parts.window, fake(parts)
+            w.send_message("What is 2 plus 3?")
+            assert [t.name for t in request(qtbot, parts, 1).tools] == ["add", "multiply"]
+            engine.call_tools(("add", '{"a": 2, "b": 3}'))
+            dialog = _ask(qtbot, parts)
+            assert dialog.ask.where == web.url and "secret" not in dialog.ask.where
+            qtbot.mouseClick(dialog.once_button, Qt.MouseButton.LeftButton)
+            assert request(qtbot, parts, 2).messages[-1].content == "5"
+            engine.stream("2 + 3 = 5.")
+            engine.finish()
+            (call,) = _reply(parts).tools.rounds[0].calls
+            assert (call.server, call.status, call.result) == ("web", "done", "5")
+    finally:
+        web.stop()
 
 
 def test_parallel_calls_always_and_deny(qtbot, tmp_path: Path) -> None:
@@ -185,6 +207,27 @@ def test_stop_ends_a_hung_call_and_the_reply(qtbot, tmp_path: Path) -> None:
         assert w.send_button.isEnabled()
 
 
+def test_a_server_silent_at_start_stop_then_its_time_out(qtbot, tmp_path: Path) -> None:
+    silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"]}
+    with tools_app(qtbot, tmp_path, {"calc": server("calc"), "silent": silent}) as parts:
+        w, engine = parts.window, fake(parts)
+        parts.settings.set("tool_timeout_s", 2)
+        w.send_message("Add")
+        assert w.status.tool_label.text() == "Starting tool servers…" and w.stop_button.isEnabled()
+        qtbot.mouseClick(w.stop_button, Qt.MouseButton.LeftButton)  # the window answers while it waits
+        assert not w.generating and w.send_button.isEnabled() and not w.status.tool_label.isVisible()
+        qtbot.wait(3000)  # the servers' answer to the stopped message comes, and starts nothing
+        assert engine.requests == [] and not w.generating
+        # the next message waits for the silent one no longer than the time-out, then goes without it
+        started = time.monotonic()
+        w.send_message("Add again")
+        first = request(qtbot, parts, 1)
+        assert time.monotonic() - started < 30
+        assert [t.name for t in first.tools] == ["add", "multiply"]
+        assert "'silent' did not answer within 2 s of starting" in w.chat_view.toPlainText()
+        engine.finish()
+
+
 def test_stop_while_asked_withdraws_the_question(qtbot, tmp_path: Path) -> None:
     with tools_app(qtbot, tmp_path, {"calc": server("calc")}) as parts:
         w, engine = parts.window, fake(parts)
@@ -218,7 +261,7 @@ def test_a_chat_can_turn_tools_off(qtbot, tmp_path: Path) -> None:
     with tools_app(qtbot, tmp_path, {"calc": server("calc")}) as parts:
         w, engine = parts.window, fake(parts)
         qtbot.mouseClick(w.tools.button, Qt.MouseButton.LeftButton)  # off, for the chat about to be written
-        assert not w.tools.button.isChecked()
+        assert not w.tools.button.isChecked() and w.tools.button.text() == "Tools: off"
         w.send_message("No tools here")
         assert engine.requests[-1].tools == ()  # sent at once: no servers to wait for
         engine.finish()
@@ -226,6 +269,7 @@ def test_a_chat_can_turn_tools_off(qtbot, tmp_path: Path) -> None:
         assert parts.store.get(cid).options == {"tools_in_chats": False}
         w.new_conversation()
         assert w.tools.button.isChecked()  # a new chat follows the setting again
+        assert w.tools.button.text() == "Tools: on"
         w.send_message("With tools")
         assert [t.name for t in request(qtbot, parts, 2).tools] == ["add", "multiply"]
         engine.finish()
@@ -237,7 +281,7 @@ def test_a_chat_can_turn_tools_off(qtbot, tmp_path: Path) -> None:
 def test_a_model_without_tool_calls_greys_the_tools_with_the_reason(qtbot, tmp_path: Path) -> None:
     with tools_app(qtbot, tmp_path, {"calc": server("calc")}, tool_use=False) as parts:
         w, engine = parts.window, fake(parts)
-        assert not w.tools.button.isEnabled()
+        assert not w.tools.button.isEnabled() and w.tools.button.text() == "Tools"
         assert "was not trained to call tools: its chat template has none" in w.tools.button.toolTip()
         w.send_message("Hello")
         assert engine.requests[-1].tools == ()

@@ -51,15 +51,23 @@ def test_servers_are_listed_their_tools_shown_and_switches_saved_on_ok(qtbot, tm
         assert page.isVisibleTo(dialog.tabs.currentWidget())
         assert page.note.text() == "A note about the model."
         rows = _rows(page)
-        assert rows["calc"][0].endswith("mcp_servers.py calc · not started")
+        # the state first: the command line is cut at the column's edge, the state must not be
+        assert rows["calc"][0].startswith("not started · ")
+        assert rows["calc"][0].endswith("mcp_servers.py calc")
         assert rows["calc"][1] == [("add", "runs without asking")]
-        assert rows["broken"][0].endswith("cannot start")
+        assert rows["broken"][0].startswith("cannot start")
         assert "needs a \"command\"" in rows["broken"][1][0][1]
         qtbot.mouseClick(page.show_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: "running" in _rows(page)["faulty"][0], timeout=WAIT_MS)
         qtbot.waitUntil(lambda: "running" in _rows(page)["calc"][0], timeout=WAIT_MS)
         calc = _rows(page)["calc"]
-        assert calc[0].endswith("running, 2 tools")
+        assert calc[0].startswith("running, 2 tools · ")
+        starting = "Starting the switched-on tool servers…"
+        qtbot.waitUntil(lambda: page.status.text() != starting, timeout=WAIT_MS)
+        assert page.status.text() == "Running: calc (2 tools), faulty (5 tools)."
+        # asked again with every server up: answered at once, not left saying "Starting…"
+        qtbot.mouseClick(page.show_button, Qt.MouseButton.LeftButton)
+        assert page.status.text() == "Running: calc (2 tools), faulty (5 tools)."
         assert calc[1] == [("add", "Add two numbers and return the sum. · runs without asking"),
                            ("multiply", "Multiply two numbers and return the product.")]
         faulty = _rows(page)["faulty"][1]
@@ -92,6 +100,14 @@ def test_a_server_is_added_in_the_form_with_its_environment_masked(qtbot, tmp_pa
         assert value.echoMode() == QLineEdit.EchoMode.Password
         form.env.show_box.setChecked(True)
         assert value.echoMode() == QLineEdit.EchoMode.Normal
+        # a variable is removed with its ✕, and the next one added takes a row of its own
+        form.env.add_row("OLD", "gone")
+        old_name = form.env.rows[1][0]
+        remove = form.env.grid.itemAtPosition(1, 2).widget()
+        qtbot.mouseClick(remove, Qt.MouseButton.LeftButton)
+        assert old_name not in [n for n, _ in form.env.rows]
+        form.env.add_row("", "")  # a row left without a name is not kept
+        assert form.env.grid.itemAtPosition(2, 0).widget() is form.env.rows[-1][0]
         made = form.server()
         assert isinstance(made, ServerConfig)
         assert (made.command, made.args, dict(made.env)) == (
