@@ -54,6 +54,8 @@ def test_selftest_passes_on_smollm2_drafting_for_itself(
     assert "acceptance length" in lines[-1]
     assert "window shown" in lines[-1]
     assert any(line.startswith("selftest: backend: CPU") for line in lines)
+    assert any(line.startswith("selftest: structured output: ") and "matches the schema" in line
+               for line in lines)
     # Nothing was written next to the code: the history went to the temporary data folder.
     assert list(user_dirs.rglob("chats.sqlite3"))
 
