@@ -63,8 +63,9 @@ def ask(eng: Engine, choice: ToolChoice, spec: SpeculationConfig = OFF,
         messages: tuple[ChatMessage, ...] = QUESTION) -> GenerationResult:
     eng.reset()
     return eng.generate(GenerationRequest(
-        messages=messages, max_tokens=64, sampling=SamplingParams(temperature=0.0), speculation=spec,
-        tools=(WEATHER, TIME), tool_choice=choice, session=f"tools:{choice}:{spec}"))
+        messages=messages, max_tokens=48, sampling=SamplingParams(temperature=0.0), speculation=spec,
+        tools=(WEATHER, TIME), tool_choice=choice, parallel_tool_calls=False,
+        session=f"tools:{choice}:{spec}"))
 
 
 def valid_calls(r: GenerationResult) -> list[str]:
@@ -83,8 +84,9 @@ def test_required_calls_are_valid_and_the_same_with_every_speculation_mode(engin
     assert plain.stats.grammar_seconds > 0 and plain.stats.forced_tokens > 0
     for name, r in runs.items():
         assert r.token_ids == plain.token_ids, name
-        assert r.tool_calls == plain.tool_calls or [(c.name, c.arguments) for c in r.tool_calls] == [
-            (c.name, c.arguments) for c in plain.tool_calls], name  # ids are fresh per reply
+        # the same calls (their ids are fresh per reply)
+        assert [(c.name, c.arguments) for c in r.tool_calls] == [
+            (c.name, c.arguments) for c in plain.tool_calls], name
     assert runs["draft"].stats.verify_passes < plain.stats.verify_passes
 
 
@@ -99,9 +101,7 @@ def test_auto_starts_the_grammar_at_the_models_call_token(engine: Engine) -> Non
     assert plain.stats.grammar_seconds > 0
     spec = ask(engine, ToolChoice(), ADAPTIVE)
     assert spec.token_ids == plain.token_ids
-    # a question without a call: the free text under the lazy grammar is the model's own
-    hello = (ChatMessage("user", "Say hello in French, one word."),)
-    free = ask(engine, ToolChoice(ToolChoiceMode.NONE), messages=hello)
-    lazy = ask(engine, ToolChoice(), messages=hello)
-    assert lazy.tool_calls == () and lazy.finish_reason is FinishReason.STOP and lazy.text
-    assert free.text.strip() and lazy.stats.grammar_masked_tokens == 0
+    # a question without a call: free text under the lazy grammar, nothing masked
+    hello = ask(engine, ToolChoice(), messages=(ChatMessage("user", "Say hello in French, one word."),))
+    assert hello.tool_calls == () and hello.finish_reason is FinishReason.STOP and hello.text
+    assert hello.stats.grammar_masked_tokens == 0

@@ -19,8 +19,8 @@ Qwen2.5-Coder, two tools, parallel calls, lazy (tool_choice auto)::
     call: <[151657]> WS? body WS? <[151658]>
     body: %json {"anyOf": [{"type": "object", "properties": {"name": {"const": "get_weather"},
         "arguments": {...}}, "required": ["name", "arguments"], "additionalProperties": false}, ...],
-        "x-guidance": {"lenient": true}}
-    WS: /[ \\t\\r\\n]+/
+        "x-guidance": {"lenient": true, "whitespace_pattern": ...}}
+    WS: /[ \\t\\r\\n]{1,4}/
 
 with the trigger ``<tool_call>`` (token 151657).
 
@@ -47,9 +47,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from localchat.engine.grammar import JSON_WHITESPACE
 from localchat.engine.tooluse.formats import LLAMA3, ThinkingTags, ToolFormat
 from localchat.engine.tooluse.validate import tool_schema
 from localchat.engine.types import Tool, ToolChoice, ToolChoiceMode
+
+# Whitespace between markers and calls: bounded, so that a model that does not know what comes next (the
+# closing marker after a call) cannot pad the reply with blanks until max_tokens; after at most four the
+# closer is forced. Inside the calls' JSON the same bound as a JSON-schema reply's (engine/grammar.py).
+WS_RULE = "WS: /[ \\t\\r\\n]{1,4}/"
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,7 @@ def tool_grammar(
     start, think_rules = "start: calls", list[str]()
     if not lazy and thinking is not None:
         start, think_rules = _thinking_rules(thinking, special, opens_thinking)
-    rules = ["%llguidance {}", "", start, *call_rules, *think_rules, "WS: /[ \\t\\r\\n]+/"]
+    rules = ["%llguidance {}", "", start, *call_rules, *think_rules, WS_RULE]
     triggers: tuple[Trigger, ...] = ()
     if lazy:
         triggers = tuple(Trigger(o, special.get(o)) for o in fmt.openers)
@@ -134,8 +140,7 @@ def _lazy_reply(call_rules: list[str], thinking: ThinkingTags | None, special: M
         start = (f"start: {head} (WS? lc_tail)?" if opens_thinking
                  else f"start: {head} lc_tail?")
         think_rules.append(f"lc_tail: {tail}")
-    rules = ["%llguidance {}", "", start, *call_rules, *think_rules, "LC_FREE: /(?s:.+)/",
-             "WS: /[ \\t\\r\\n]+/"]
+    rules = ["%llguidance {}", "", start, *call_rules, *think_rules, "LC_FREE: /(?s:.+)/", WS_RULE]
     return "\n".join(rules) + "\n"
 
 
@@ -166,7 +171,7 @@ def _calls_schema(fmt: ToolFormat, tools: Sequence[Tool], parallel: bool) -> dic
     if fmt.array:
         one = {"type": "array", "items": one, "minItems": 1, **({} if parallel else {"maxItems": 1})}
     # lenient: a keyword llguidance does not implement (a "format" it lacks) is ignored, not an error
-    return {**one, "x-guidance": {"lenient": True}}
+    return {**one, "x-guidance": {"lenient": True, "whitespace_pattern": JSON_WHITESPACE}}
 
 
 def _literal(text: str, special: Mapping[str, int]) -> str:
