@@ -410,8 +410,10 @@ class Engine:
         return tool_grammar(fmt, request.tools, request.tool_choice, plan.parallel, self._special_markers,
                             self.tool_support.thinking, opens_thinking)
 
-    def _tool_constraint(self, request: GenerationRequest, opens_thinking: bool) -> OutputConstraint | None:
-        """The tool grammar's reply grammar as an output constraint; None where calls are not forced."""
+    def tool_constraint(self, request: GenerationRequest, opens_thinking: bool) -> OutputConstraint | None:
+        """The tool grammar's reply grammar as an output constraint; None where calls are not forced.
+        A server can pass it to ``check_constraint`` to refuse tools llguidance cannot compile (400)
+        before the request queues."""
         if not request.tools or request.prompt is not None:
             return None
         tg = self.tool_grammar(request, opens_thinking)
@@ -447,7 +449,7 @@ class Engine:
             return GenerationResult("", FinishReason.CANCELLED, StatsRecorder().snapshot(), off)
         tokens, dropped = fitted.tokens, fitted.dropped_messages
         if grammar is None:
-            grammar, compile_s = self._constrained(self._tool_constraint(request, fitted.opens_thinking))
+            grammar, compile_s = self._constrained(self.tool_constraint(request, fitted.opens_thinking))
         reader = plan.reader(self.tool_support, fitted.opens_thinking)
         drafter, spec_state = self._choose_drafter(request.speculation)
         policy = self._policy(request, drafter)
