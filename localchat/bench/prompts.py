@@ -4,15 +4,23 @@ Two sets ship in localchat/data: ``bench_prompts.jsonl``, the built-in set the b
 default, and ``heldout_prompts.jsonl``, 4 prompts per category written to check adaptive speculation
 and never used to tune anything (a policy tuned on the built-in set is judged on these; keep it so:
 never tune against them, and add new prompts rather than edit these). ``--prompts heldout`` names it.
+
+A prompt may carry a ``schema`` (the ``json`` category: the reply is constrained to it) or ``tools``
+with a ``tool_choice`` (the ``tools`` category: the tools are offered as OpenAI's API offers them,
+``{"name", "description", "parameters"}``, and the reply follows the tool grammar: the whole reply
+with ``"required"`` or a function's name, from the model's call marker on with ``"auto"``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+from localchat.engine.types import Tool, ToolChoice, ToolChoiceMode
 
 
 class BenchError(ValueError):
@@ -25,6 +33,8 @@ class BenchPrompt:
     category: str
     prompt: str
     schema: str = ""  # JSON text of a JSON Schema the reply must match ("": none)
+    tools: tuple[Tool, ...] = ()  # tools offered to the model (the ``tools`` category)
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
 
 
 # The prompt sets shipped in localchat/data, by the name ``--prompts`` takes.
@@ -84,11 +94,35 @@ def parse_prompts(text: str, source: str) -> list[BenchPrompt]:
         schema = obj.get("schema")
         if schema is not None and not isinstance(schema, dict):
             raise BenchError(f'{source}, line {n}: "schema" must be a JSON object (a JSON Schema).')
+        tools, choice = _tools(obj, f"{source}, line {n}")
         out.append(BenchPrompt(pid, str(obj.get("category", "default")), obj["prompt"],
-                               json.dumps(schema) if schema is not None else ""))
+                               json.dumps(schema) if schema is not None else "", tools, choice))
     if not out:
         raise BenchError(f"{source} holds no prompts.")
     return out
+
+
+def _tools(obj: dict[str, Any], where: str) -> tuple[tuple[Tool, ...], ToolChoice]:
+    """A prompt's ``tools`` and ``tool_choice``; BenchError naming ``where`` when they are malformed."""
+    raw = obj.get("tools", [])
+    if not isinstance(raw, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str) and t["name"] for t in raw):
+        raise BenchError(f'{where}: "tools" must be a list of objects, each with a "name".')
+    tools = []
+    for t in raw:
+        params = t.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(params, dict):
+            raise BenchError(f'{where}: the "parameters" of the tool "{t["name"]}" must be a JSON Schema.')
+        tools.append(Tool(t["name"], str(t.get("description", "")), json.dumps(params)))
+    choice = obj.get("tool_choice", "auto")
+    if not isinstance(choice, str):
+        raise BenchError(f'{where}: "tool_choice" must be "auto", "none", "required" or a tool\'s name.')
+    modes = {m.value: m for m in ToolChoiceMode if m is not ToolChoiceMode.FUNCTION}
+    if choice in modes:
+        return tuple(tools), ToolChoice(modes[choice])
+    if choice not in {t.name for t in tools}:
+        raise BenchError(f'{where}: "tool_choice" names "{choice}", which is not one of its tools.')
+    return tuple(tools), ToolChoice(ToolChoiceMode.FUNCTION, choice)
 
 
 def typed_prompts(text: str) -> list[BenchPrompt]:

@@ -6,7 +6,8 @@ machine slows all modes alike. Every run starts from empty caches and is
 greedy, so each mode's text can be compared with plain decoding (with the same
 fast-forward setting: forced tokens are tokenised by the grammar, so with and
 without it the tokens, and then the text, may differ). A prompt with a schema
-(the ``json`` category) is answered under it.
+(the ``json`` category) is answered under it; a prompt with tools (the ``tools`` category) offers
+them, and the reply follows the tool grammar (engine/tooluse/grammar.py).
 
 The engine is reached through the ``BenchEngine`` Protocol: this module runs in
 the benchmark process or the CLI, which make the engine; nothing here imports it.
@@ -36,6 +37,7 @@ from localchat.engine.types import (
     GenerationResult,
     OutputConstraint,
     SamplingParams,
+    SpeculationConfig,
     TokenEvent,
 )
 
@@ -55,6 +57,15 @@ class BenchEngine(Protocol):
 
 def constraint_of(prompt: BenchPrompt) -> OutputConstraint | None:
     return OutputConstraint(ConstraintKind.JSON_SCHEMA, prompt.schema) if prompt.schema else None
+
+
+def request_of(prompt: BenchPrompt, max_tokens: int, speculation: SpeculationConfig,
+               session: str = "") -> GenerationRequest:
+    """The greedy request a benchmark sends for ``prompt``: its schema or its tools with it."""
+    return GenerationRequest(messages=(ChatMessage("user", prompt.prompt),), max_tokens=max_tokens,
+                             sampling=SamplingParams(temperature=0.0), speculation=speculation,
+                             session=session, constraint=constraint_of(prompt), tools=prompt.tools,
+                             tool_choice=prompt.tool_choice)
 
 
 def run_bench(
@@ -102,17 +113,13 @@ def _run(
 ) -> BenchReport:
     cancel = should_cancel or (lambda: False)
     report = BenchReport()
-    greedy = SamplingParams(temperature=0.0)
     if warmup and prompts:
         # Page the weights in and settle the caches before anything is timed.
         for mode in modes:
             engine = engine_of[mode.name]
             engine.reset()
             try:
-                first = GenerationRequest(messages=(ChatMessage("user", prompts[0].prompt),),
-                                          max_tokens=8, sampling=greedy, speculation=mode.speculation,
-                                          constraint=constraint_of(prompts[0]))
-                engine.generate(first)
+                engine.generate(request_of(prompts[0], 8, mode.speculation))
             except EngineError:
                 break  # that prompt cannot run; the timed loop below says so and goes on
     total = len(prompts) * len(modes) * max(1, repeat)
@@ -130,9 +137,7 @@ def _run(
             engine = engine_of[mode.name]
             engine.reset()
             # Each prompt is a new conversation: adaptive state does not carry from one to the next.
-            req = GenerationRequest(messages=(ChatMessage("user", bp.prompt),), max_tokens=max_tokens,
-                                    sampling=greedy, speculation=mode.speculation,
-                                    session=f"bench:{bp.id}:{mode.name}:{r}", constraint=constraint_of(bp))
+            req = request_of(bp, max_tokens, mode.speculation, f"bench:{bp.id}:{mode.name}:{r}")
             try:
                 res = engine.generate(req, should_cancel=cancel)
             except EngineError as exc:  # one prompt the engine cannot run must not end the whole run

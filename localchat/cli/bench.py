@@ -33,7 +33,9 @@ def register(sub: Any) -> None:
     p.add_argument("--prompts", default="builtin", metavar="SET|FILE",
                    help='the prompts: "builtin" (default), "heldout" (written to check adaptive '
                         'speculation, never used to tune it), or a JSON Lines file: '
-                        '{"id":..., "category":..., "prompt":...}')
+                        '{"id":..., "category":..., "prompt":...}, optionally with "schema" (a JSON '
+                        'Schema the reply follows) or "tools" and "tool_choice" (the reply follows '
+                        'the tool grammar)')
     p.add_argument("--category", action="append", help="only prompts of this category (repeatable)")
     p.add_argument("--limit", type=whole(1), default=None, help="at most this many prompts per category")
     p.add_argument("--modes", default="off,draft,ngram",

@@ -9,7 +9,9 @@ Run after building a bundle and by users who report a problem. It:
    ``freeze_support`` or a shared library is missing) and reports the backend;
 3. generates ``--tokens`` tokens greedily with speculation on and checks the
    statistics: tokens came out, the drafter drafted, acceptance length >= 1;
-4. closes the window and stops the engine.
+4. sends one request under a JSON schema (structured output: llguidance's compiled
+   module must be in the bundle) and checks that the reply parses and matches it;
+5. closes the window and stops the engine.
 
 It prints a line per step and ends with one summary line starting
 ``selftest passed`` or ``selftest FAILED``; the exit code is 0 or 1.
@@ -44,6 +46,15 @@ from localchat.cli.common import drafter_name, model_name, whole
 
 PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a docstring and type hints."
 LOAD_TIMEOUT_S = 600.0
+SCHEMA_PROMPT = ("Describe the Python programming language as JSON: its name, the year it first appeared, "
+                 "and whether it is statically typed.")
+# Checked by hand below (jsonschema is a test dependency, not the bundle's): every property required,
+# no others.
+SCHEMA_TYPES: dict[str, type] = {"name": str, "year": int, "statically_typed": bool}
+SCHEMA = {"type": "object", "additionalProperties": False, "required": list(SCHEMA_TYPES),
+          "properties": {"name": {"type": "string"}, "year": {"type": "integer"},
+                         "statically_typed": {"type": "boolean"}}}
+SCHEMA_TOKENS = 64
 WINDOW_TIMEOUT_S = 30.0
 
 
@@ -178,6 +189,47 @@ def _request(tokens: int) -> Any:
     )
 
 
+def _schema_request() -> Any:
+    import json
+
+    from localchat.engine.types import (
+        ChatMessage,
+        ConstraintKind,
+        GenerationRequest,
+        OutputConstraint,
+        SamplingParams,
+        SpeculationConfig,
+    )
+
+    return GenerationRequest(
+        messages=(ChatMessage("user", SCHEMA_PROMPT),),
+        max_tokens=SCHEMA_TOKENS,
+        sampling=SamplingParams(temperature=0.0),
+        speculation=SpeculationConfig(),
+        constraint=OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(SCHEMA)),
+    )
+
+
+def _check_schema_reply(result: Any) -> None:
+    """The structured-output reply parses as JSON and matches ``SCHEMA``."""
+    import json
+
+    text = result.text
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SelftestError(f"the JSON-schema reply is not JSON ({exc.msg}): {text[:80]!r}") from None
+    if not isinstance(value, dict) or set(value) != set(SCHEMA_TYPES):
+        raise SelftestError(f"the JSON-schema reply does not have the schema's properties: {text[:80]!r}")
+    for key, typ in SCHEMA_TYPES.items():
+        # bool is an int in Python; the schema's integer is not a boolean
+        if not isinstance(value[key], typ) or (typ is int and isinstance(value[key], bool)):
+            raise SelftestError(f'the JSON-schema reply\'s "{key}" is not a {typ.__name__}: {text[:80]!r}')
+    stats = result.stats
+    _say(f"structured output: {text!r} matches the schema ({stats.generated_tokens} tokens, "
+         f"{stats.forced_tokens} forced by the grammar)")
+
+
 def _check_stats(result: Any, out: Outcome, info: Any) -> None:
     stats = result.stats
     out.tokens = stats.generated_tokens
@@ -228,6 +280,7 @@ def _run_in_process(args: argparse.Namespace, target: Path, draft: Path, out: Ou
     with Engine(_engine_config(args, target, draft)) as engine:
         _describe_info(engine.info, out)
         _check_stats(engine.generate(_request(args.tokens)), out, engine.info)
+        _check_schema_reply(engine.generate(_schema_request()))
 
 
 class _Waiter:
@@ -344,6 +397,13 @@ def _run_with_window(
             why = sentence(event.failure) if event is not None else None
             raise SelftestError(f"generation failed: {why or 'no answer within the time limit'}")
         _check_stats(event.result, out, state.info)
+        waiter = _Waiter(client.job_event, lambda event: isinstance(event, Finished | Failed))
+        client.generate(_schema_request())
+        event = waiter.wait(LOAD_TIMEOUT_S)
+        if not isinstance(event, Finished):
+            why = sentence(event.failure) if event is not None else None
+            raise SelftestError(f"the JSON-schema request failed: {why or 'no answer within the time limit'}")
+        _check_schema_reply(event.result)
     finally:
         window.close()
         client.shutdown()

@@ -59,6 +59,7 @@ from localchat.engine.tooluse.grammar import ToolGrammar, tool_grammar
 from localchat.engine.tooluse.parser import ParseDelta
 from localchat.engine.tooluse.plan import ReplyPlan, plan_reply
 from localchat.engine.types import (
+    ConstraintKind,
     DrafterKind,
     EngineConfig,
     EngineInfo,
@@ -409,6 +410,17 @@ class Engine:
         return tool_grammar(fmt, request.tools, request.tool_choice, plan.parallel, self._special_markers,
                             self.tool_support.thinking, opens_thinking)
 
+    def tool_constraint(self, request: GenerationRequest, opens_thinking: bool) -> OutputConstraint | None:
+        """The tool grammar's reply grammar as an output constraint; None where calls are not forced.
+        A server can pass it to ``check_constraint`` to refuse tools llguidance cannot compile (400)
+        before the request queues."""
+        if not request.tools or request.prompt is not None:
+            return None
+        tg = self.tool_grammar(request, opens_thinking)
+        if tg is None or tg.reply is None:
+            return None
+        return OutputConstraint(ConstraintKind.LARK, tg.reply)
+
     def generate(
         self,
         request: GenerationRequest,
@@ -420,9 +432,10 @@ class Engine:
         With tools (or ``separate_reasoning`` on a thinking model) the produced text goes through
         the reply's reader (engine/tooluse/parser.py): events carry the content in ``text``, the
         thinking in ``reasoning`` and the calls in ``tool_deltas``, and ``drafted_runs`` mark the
-        content's characters (text held back or taken as a call is not content). The grammar the
-        calls must follow is ``self.tool_grammar(request, fitted.opens_thinking)``, for the grammar
-        engine to enforce; without it the reader takes what the model writes on its own.
+        content's characters (text held back or taken as a call is not content). The calls follow
+        ``self.tool_grammar(request, fitted.opens_thinking)``: its ``reply`` grammar constrains the
+        decode loop as an output constraint does (lazy under tool_choice auto: free text until the
+        model's call marker), unless the request brings its own ``constraint``, which then wins.
         """
         cancel = should_cancel or _never
         plan = plan_reply(request, self.tool_support)
@@ -435,6 +448,8 @@ class Engine:
             off = SpeculationState(active=False, drafter="off", reason="stopped before the reply began")
             return GenerationResult("", FinishReason.CANCELLED, StatsRecorder().snapshot(), off)
         tokens, dropped = fitted.tokens, fitted.dropped_messages
+        if grammar is None:
+            grammar, compile_s = self._constrained(self.tool_constraint(request, fitted.opens_thinking))
         reader = plan.reader(self.tool_support, fitted.opens_thinking)
         drafter, spec_state = self._choose_drafter(request.speculation)
         policy = self._policy(request, drafter)

@@ -252,3 +252,35 @@ def test_bench_answers_schema_prompts_under_their_schema_with_and_without_fast_f
     assert recs["off-ff"]["grammar_seconds"] > 0
     assert isinstance(recs["draft-ff"]["matches_off"], bool)  # compared with off-ff, its own setting
     assert recs["off-ff"]["matches_off"] is None
+
+
+def test_tools_prompts_carry_their_tools_and_bad_ones_name_the_line() -> None:
+    tools = [p for p in builtin_prompts() if p.category == "tools"]
+    assert len(tools) >= 4 and all(p.tools for p in tools)
+    assert {p.tool_choice.mode.value for p in tools} == {"auto", "required", "function"}
+    for line, words in [
+        ('{"prompt": "a", "tools": {"name": "f"}}', '"tools" must be a list'),
+        ('{"prompt": "a", "tools": [{"name": "f", "parameters": 3}]}', 'the "parameters" of the tool "f"'),
+        ('{"prompt": "a", "tools": [{"name": "f"}], "tool_choice": "g"}',
+         '"tool_choice" names "g", which is not'),
+    ]:
+        with pytest.raises(BenchError, match=f"mine.jsonl, line 1: {words}"):
+            parse_prompts(line + "\n", "mine.jsonl")
+
+
+def test_bench_answers_tools_prompts_under_the_tool_grammar(tmp_path: Path, smollm2_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    city = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tool = {"name": "get_weather", "parameters": city}
+    line = {"id": "t", "category": "tools", "prompt": "Weather in Paris?", "tools": [tool],
+            "tool_choice": "required"}
+    prompts.write_text(json.dumps(line))
+    out = tmp_path / "r.json"
+    r = localchat("bench", "--model", str(smollm2_path), "--draft", str(smollm2_path), "--prompts",
+                  str(prompts), "--modes", "off,draft", "--max-tokens", "40", "--ctx", "1024",
+                  "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    recs = {rec["mode"]: rec for rec in json.loads(out.read_text())["records"]}
+    # SmolLM2 has no native format: the generic <tool_call> block, forced from the first token
+    assert recs["off"]["forced_tokens"] > 0 and recs["off"]["grammar_seconds"] > 0
+    assert recs["draft"]["matches_off"] is True

@@ -168,3 +168,34 @@ def test_max_tokens_inside_a_forced_block_ends_with_length(vocab: Model, compile
     for drafter in (False, True):
         out, loop = run(vocab, compiler, drafter=drafter, fast_forward=True, max_tokens=3)
         assert len(out) == 3 and loop.finish_reason is FinishReason.LENGTH
+
+
+class TargetDrafter(CharDrafter):
+    """Drafts what is left of ``TEXT`` as the target splits it: every draft is accepted whole."""
+
+    def propose(self, tokens: Sequence[int], n: int, params: SamplingParams, rng: np.random.Generator,
+                stop: object = None) -> Draft:
+        written = b"".join(self.model.piece(t) for t in tokens[self.prompt_len :]).decode("utf-8", "replace")
+        rest = TEXT[len(written):] if TEXT.startswith(written) else ""
+        return Draft(self.model.tokenize(rest, add_special=False)[:n] if rest else [], source=self.name)
+
+
+def test_forced_tokens_a_drafter_drafted_count_as_accepted_draft_tokens(
+    vocab: Model, compiler: GrammarCompiler
+) -> None:
+    # Why forced_tokens may be 0 under speculation with fast-forward on: a drafter that knows the text
+    # drafts the keys the grammar forces, and those are accepted draft tokens. Every token is forced,
+    # an accepted draft token, or the target's own choice (at most one a pass).
+    plain, plain_loop = run(vocab, compiler, drafter=False, fast_forward=True)
+    prompt = vocab.tokenize("Write it.", add_special=False)
+    target = ScriptedTarget(vocab, len(prompt), plain_loop.target.wants)  # type: ignore[attr-defined]
+    c = OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(SCHEMA))
+    grammar = ConstrainedReply(compiler.compile(c).matcher(), vocab.n_vocab, compiler.tokenizer.eos_tokens)
+    loop = DecodeLoop(target, TargetDrafter(vocab, len(prompt)), FixedPolicy(64),  # type: ignore[arg-type]
+                      SamplingParams(), StatsRecorder(), lambda: False, 64, grammar, True)
+    spec = [t for step in loop.run(prompt) for t in step.tokens]
+    assert spec == plain and plain_loop.rec.forced_tokens > 0
+    rec = loop.rec
+    assert rec.forced_tokens < plain_loop.rec.forced_tokens and rec.accepted > 0
+    assert rec.forced_tokens + rec.accepted <= rec.generated_tokens <= (
+        rec.forced_tokens + rec.accepted + rec.verify_passes + 1)

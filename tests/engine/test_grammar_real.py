@@ -70,13 +70,19 @@ def schema_constraint(schema: dict[str, object]) -> OutputConstraint:
 
 
 def test_replies_under_a_schema_are_valid_for_it(engine: Engine) -> None:
-    for pid in ("json-engineer", "json-api-error"):
+    for pid, spec in (("json-engineer", OFF), ("json-api-error", ADAPTIVE)):
         prompt, schema = bench_json(pid)
-        r = ask(engine, prompt, schema_constraint(schema), ADAPTIVE)
+        r = ask(engine, prompt, schema_constraint(schema), spec)
         assert r.finish_reason is FinishReason.STOP, (pid, r.text)
         jsonschema.validate(json.loads(r.text), schema)
-        assert r.stats.forced_tokens > 0  # fast-forward is on by default: the keys are forced
         assert 0 < r.stats.grammar_seconds < r.stats.generation_seconds
+        if spec is OFF:
+            # Fast-forward is on by default: plain decoding meets every forced block (a key after its
+            # quote) and writes it without the target. Not asserted under speculation: a forced token
+            # the drafter drafted is counted as an accepted draft token (test_constrained_loop.py), and
+            # whether a forced block falls at a step's start there depends on where adaptive drafts end,
+            # which follows the timings it measures.
+            assert r.stats.forced_tokens > 0
 
 
 def test_json_object_lark_and_regex_replies(engine: Engine) -> None:

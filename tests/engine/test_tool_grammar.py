@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import llguidance
@@ -148,3 +149,46 @@ def test_other_formats_grammars(qwen: Vocab, fmt: ToolFormat, text: str) -> None
     assert lazy is not None and lazy.triggers[0].text == fmt.openers[0]
     if fmt is LLAMA3:
         assert Trigger("{", None, at_start=True) in lazy.triggers
+
+
+def reply_of(g: ToolGrammar | None) -> ToolGrammar:
+    """``g`` with its whole-reply grammar as the grammar ``Vocab.accepts`` checks."""
+    assert g is not None and g.reply is not None
+    return replace(g, lark=g.reply)
+
+
+def test_the_lazy_reply_is_free_text_until_the_trigger_token_then_the_calls(
+    qwen: Vocab, special: dict[str, int]
+) -> None:
+    g = reply_of(tool_grammar(HERMES, TOOLS, AUTO, True, special))
+    assert qwen.accepts(g, "Paris is the capital of France.")
+    assert qwen.accepts(g, "I'll look it up.\n" + QWEN_CALL)
+    assert qwen.accepts(g, QWEN_CALL + "\n" + QWEN_CALL)
+    assert not qwen.accepts(g, "I'll look it up.\n" + QWEN_CALL.replace('"city"', '"town"'))
+    assert not qwen.accepts(g, QWEN_CALL + " and some text after")  # after the calls, only the end
+    # the trigger's plain text is free text: only the special token starts a call
+    tokens = [*qwen.model.tokenize("Use <tool", False), *qwen.model.tokenize("_call> tags.", False)]
+    assert qwen.accepts(g, tokens)
+    whole = tool_grammar(HERMES, TOOLS, REQUIRED, False, special)
+    assert whole is not None and whole.reply == whole.lark
+
+
+def test_the_lazy_reply_lets_a_thinking_model_think_and_the_trigger_there_starts_nothing(
+    qwen: Vocab, special: dict[str, int]
+) -> None:
+    g = reply_of(tool_grammar(HERMES, TOOLS, AUTO, True, special, THINK))
+    think = "<think>\nA call could be <tool_call> here, but not in the thinking.\n</think>\n\n"
+    # the trigger token inside the thinking is refused; the call after the thinking is constrained
+    assert not qwen.accepts(g, think)
+    plain = think.replace("<tool_call>", "a tool")
+    assert qwen.accepts(g, plain + "It is sunny.") and qwen.accepts(g, plain + QWEN_CALL)
+    assert not qwen.accepts(g, plain + QWEN_CALL.replace("get_weather", "get_time"))
+    opened = reply_of(tool_grammar(HERMES, TOOLS, AUTO, True, special, THINK, opens_thinking=True))
+    assert qwen.accepts(opened, "So get_weather.\n</think>\n\n" + QWEN_CALL)
+    assert qwen.accepts(opened, "Nothing to call.\n</think>\n\nHello!")
+
+
+def test_a_lazy_reply_needs_trigger_tokens(special: dict[str, int]) -> None:
+    # GENERIC on a vocabulary without <tool_call> as a token: the calls are read, not forced
+    g = tool_grammar(GENERIC, TOOLS, AUTO, True, {})
+    assert g is not None and g.lazy and g.reply is None

@@ -142,3 +142,25 @@ def test_spec_bundles_pypdf_for_attached_pdfs() -> None:
     excludes = text[text.index("EXCLUDES = "):text.index("# Qt libraries, plugins")]
     assert '"pypdf"' not in excludes
     assert '+ ["pypdf"]' in text[text.index("hiddenimports="):]
+
+
+def test_spec_bundles_llguidance_and_the_mcp_sdk_with_what_they_import() -> None:
+    """Structured output needs llguidance's compiled module; tool servers need the MCP SDK, which
+    imports pydantic, cryptography, click and sse_starlette: none of those may be excluded."""
+    import importlib
+    import subprocess
+    import sys
+
+    hidden = _spec_list("LLGUIDANCE_MODULES") + _spec_list("MCP_MODULES")
+    assert {"llguidance._lib", "llguidance.llamacpp", "mcp.client.stdio"} <= set(hidden)
+    for name in hidden:
+        importlib.import_module(name)  # every name is a module that exists
+    text = SPEC.read_text(encoding="utf-8")
+    block = text[text.index("EXCLUDES = "):text.index("# Qt libraries, plugins")]
+    excludes = set(re.findall(r'"([\w.]+)"', block))
+    assert "mypy" in excludes  # the block was read
+    probe = ("import sys, llguidance.llamacpp, llguidance.gbnf_to_lark, localchat.toolservers.hub, "
+             "localchat.toolservers.stdio_pipe; print(' '.join(sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                            cwd=ROOT).stdout.split()
+    assert not [m for m in loaded if m in excludes or m.split(".")[0] in excludes]

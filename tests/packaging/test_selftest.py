@@ -77,6 +77,8 @@ def test_selftest_passes_on_smollm2_drafting_for_itself(
     assert settings.read_bytes() == written
     assert not list(user_dirs.rglob("chats.sqlite3"))
     assert os.environ[PROFILES_ENV] == profiles and not list(Path(profiles).rglob("*"))
+    assert any(line.startswith("selftest: structured output: ") and "matches the schema" in line
+               for line in lines)
 
 
 @pytest.mark.slow

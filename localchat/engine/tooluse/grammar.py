@@ -19,10 +19,25 @@ Qwen2.5-Coder, two tools, parallel calls, lazy (tool_choice auto)::
     call: <[151657]> WS? body WS? <[151658]>
     body: %json {"anyOf": [{"type": "object", "properties": {"name": {"const": "get_weather"},
         "arguments": {...}}, "required": ["name", "arguments"], "additionalProperties": false}, ...],
-        "x-guidance": {"lenient": true}}
-    WS: /[ \\t\\r\\n]+/
+        "x-guidance": {"lenient": true, "whitespace_pattern": ...}}
+    WS: /[ \\t\\r\\n]{1,4}/
 
 with the trigger ``<tool_call>`` (token 151657).
+
+``ToolGrammar.reply`` is the grammar of the whole reply, what the engine compiles and the decode loop
+enforces. Whole: ``lark`` itself. Lazy: free text (after the model's thinking, where it thinks), then
+optionally the calls, which start at a trigger:
+
+    start: LC_FREE | LC_FREE? calls
+    LC_FREE: /(?s:.+)/
+
+A regular expression never matches a special token, so free text cannot hold the trigger token: the
+moment the model writes it, ``calls`` takes over and forces the rest of the call (the tool's name among
+the listed ones, its arguments by its schema, the closing marker). Inside a thinking block the trigger
+token is not allowed at all (the think rules hold text only), so a trigger there never starts a call.
+Where a trigger is not one special token of the vocabulary (the generic format on a model whose
+vocabulary lacks ``<tool_call>``) ``reply`` is None: free text cannot be told from a call's start
+without a lazy lexeme per trigger, and the calls are then read from what the model writes, unforced.
 """
 
 from __future__ import annotations
@@ -32,9 +47,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from localchat.engine.grammar import JSON_WHITESPACE
 from localchat.engine.tooluse.formats import LLAMA3, ThinkingTags, ToolFormat
 from localchat.engine.tooluse.validate import tool_schema
 from localchat.engine.types import Tool, ToolChoice, ToolChoiceMode
+
+# Whitespace between markers and calls: bounded, so that a model that does not know what comes next (the
+# closing marker after a call) cannot pad the reply with blanks until max_tokens; after at most four the
+# closer is forced. Inside the calls' JSON the same bound as a JSON-schema reply's (engine/grammar.py).
+WS_RULE = "WS: /[ \\t\\r\\n]{1,4}/"
 
 
 @dataclass(frozen=True)
@@ -55,6 +76,8 @@ class ToolGrammar:
     # opened the block, so the reply starts inside it)
     thinking: ThinkingTags | None = None
     opens_thinking: bool = False
+    # the grammar of the whole reply (see the module's docstring); None: not enforced
+    reply: str | None = None
 
 
 def tool_grammar(
@@ -88,14 +111,37 @@ def tool_grammar(
     start, think_rules = "start: calls", list[str]()
     if not lazy and thinking is not None:
         start, think_rules = _thinking_rules(thinking, special, opens_thinking)
-    rules = ["%llguidance {}", "", start, *call_rules, *think_rules, "WS: /[ \\t\\r\\n]+/"]
+    rules = ["%llguidance {}", "", start, *call_rules, *think_rules, WS_RULE]
     triggers: tuple[Trigger, ...] = ()
     if lazy:
         triggers = tuple(Trigger(o, special.get(o)) for o in fmt.openers)
         if fmt is LLAMA3:  # Llama writes a call as the whole reply: a JSON object
             triggers += (Trigger("{", None, at_start=True),)
-    return ToolGrammar("\n".join(rules) + "\n", lazy, triggers, thinking if lazy else None,
-                       opens_thinking if lazy else False)
+    lark = "\n".join(rules) + "\n"
+    if not lazy:
+        return ToolGrammar(lark, lazy, triggers, None, False, lark)
+    reply = None
+    if all(t.token is not None for t in triggers if not t.at_start):
+        reply = _lazy_reply(call_rules, thinking, special, opens_thinking)
+    return ToolGrammar(lark, lazy, triggers, thinking, opens_thinking, reply)
+
+
+def _lazy_reply(call_rules: list[str], thinking: ThinkingTags | None, special: Mapping[str, int],
+                opens_thinking: bool) -> str:
+    """The whole reply under tool_choice auto: free text, then optionally the calls (a trigger token
+    starts them); after the model's thinking where it thinks."""
+    tail, think_rules = "LC_FREE | LC_FREE? calls", list[str]()
+    if thinking is None:
+        start = f"start: {tail}"
+    else:
+        think_start, think_rules = _thinking_rules(thinking, special, opens_thinking)
+        # "start: think? calls" / "start: END WS? calls": the calls become the free tail
+        head = think_start.removeprefix("start: ").removesuffix(" calls").removesuffix(" WS?")
+        start = (f"start: {head} (WS? lc_tail)?" if opens_thinking
+                 else f"start: {head} lc_tail?")
+        think_rules.append(f"lc_tail: {tail}")
+    rules = ["%llguidance {}", "", start, *call_rules, *think_rules, "LC_FREE: /(?s:.+)/", WS_RULE]
+    return "\n".join(rules) + "\n"
 
 
 def _thinking_rules(
@@ -125,7 +171,7 @@ def _calls_schema(fmt: ToolFormat, tools: Sequence[Tool], parallel: bool) -> dic
     if fmt.array:
         one = {"type": "array", "items": one, "minItems": 1, **({} if parallel else {"maxItems": 1})}
     # lenient: a keyword llguidance does not implement (a "format" it lacks) is ignored, not an error
-    return {**one, "x-guidance": {"lenient": True}}
+    return {**one, "x-guidance": {"lenient": True, "whitespace_pattern": JSON_WHITESPACE}}
 
 
 def _literal(text: str, special: Mapping[str, int]) -> str:
