@@ -244,7 +244,10 @@ class AdaptivePolicy:
         self._floor_now = self._floor()
         self._decisions = []
         self._declined_hit = None
-        if self._paused_left > 0 or self._next_plain or (self._skip_left > 0 and self._floor_now == 0):
+        # A look is skipped on step times only where the verdicts prove no fixed length pays (the
+        # floor's evidence, which no busy moment changes; see ``_judge``).
+        skip = self._skip_left > 0 and self._floor_now == 0 and self._proven_gain() < self.floor_margin
+        if self._paused_left > 0 or self._next_plain or skip:
             self._state = ("paused" if self._paused_left > 0 else "plain" if self._next_plain else "skip")
             return 0
         self._state = "draft"

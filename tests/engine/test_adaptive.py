@@ -523,8 +523,14 @@ def test_busy_moments_do_not_pause_speculation_that_the_verdicts_prove() -> None
             tokens, seconds = tokens + k, seconds + s
         return paused, tokens / seconds
 
-    paused_before, rate_before = run_busy(AdaptivePolicy(calibrated(F16_CURVE), floor=False))
-    paused, rate = run_busy(AdaptivePolicy(calibrated(F16_CURVE)))
+    before, after = DecisionTrace(), DecisionTrace()
+    paused_before, rate_before = run_busy(AdaptivePolicy(calibrated(F16_CURVE), floor=False, trace=before))
+    paused, rate = run_busy(AdaptivePolicy(calibrated(F16_CURVE), trace=after))
     best_fixed = max(run_busy(FixedPolicy(n))[1] for n in (2, 4, 6, 8))
     assert paused_before > 100 and rate_before < 0.6 * best_fixed
     assert paused == 0 and rate >= 0.9 * best_fixed and rate > 1.8 * rate_before, (rate, best_fixed)
+    # Nor does it skip its looks on the times while the verdicts prove a length (the first steps,
+    # before three steps of evidence, and a stretch of rejections may).
+    skipped_before = sum(s.state == "skip" for s in before.steps)
+    skipped = [s.index for s in after.steps if s.state == "skip"]
+    assert skipped_before >= 30 and len(skipped) <= 10, skipped
