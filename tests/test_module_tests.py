@@ -26,6 +26,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "localchat.engine.compat": ("engine/test_load_errors.py",),
     "localchat.engine.constrained": ("engine/test_constrained_loop.py", "engine/test_grammar.py"),
     "localchat.engine.costs": ("engine/test_costs.py", "engine/test_profile.py"),
+    "localchat.engine.decision_trace": ("engine/test_adaptive.py",),
     "localchat.engine.devices": ("engine/test_placement.py",),
     "localchat.engine.draft_sources": ("engine/test_draft_sources.py", "engine/test_speculative.py"),
     "localchat.engine.engine": ("engine/test_engine.py", "engine/test_exact_real.py"),

@@ -27,6 +27,8 @@ from localchat.settings.options import DRAFT_TOKENS_DEFAULT
 
 ROUTE_MARK = "@"
 OFF = "off"
+# The adaptive policy without its floor (the policy before issue 27), to measure the two side by side.
+NO_FLOOR = "adaptive-nofloor"
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}
 
@@ -47,6 +49,9 @@ def bench_mode(
         if name.endswith(suffix):
             mode = bench_mode(name[: -len(suffix)], draft_tokens, p_min, label or name)
             return replace(mode, speculation=replace(mode.speculation, fast_forward=on))
+    if name == NO_FLOOR:
+        spec = speculation_for_mode("adaptive", draft_tokens, p_min)
+        return BenchMode(label or name, replace(spec, adaptive_floor=False))
     return BenchMode(label or name, speculation_for_mode(name, draft_tokens, p_min))
 
 

@@ -60,7 +60,7 @@ def oracle_rows(records: Sequence[BenchRecord], adaptive: str = ADAPTIVE) -> lis
     for pid in dict.fromkeys(r.id for r in records):
         mine = [r for r in records if r.id == pid]
         chosen = [r for r in mine if r.mode == adaptive]
-        fixed = [r for r in mine if r.mode != adaptive and r.tokens_per_s > 0]
+        fixed = [r for r in mine if not _adaptive(r.mode) and r.tokens_per_s > 0]
         if not chosen or not fixed:
             continue
         # Several repetitions of one mode pool their tokens and time.
@@ -74,6 +74,11 @@ def oracle_rows(records: Sequence[BenchRecord], adaptive: str = ADAPTIVE) -> lis
         rows.append(OracleRow(pid, mine[0].category, best_mode, tokens / max(seconds, 1e-9),
                               a_tokens / max(a_seconds, 1e-9)))
     return rows
+
+
+def _adaptive(mode: str) -> bool:
+    """An adaptive mode (``adaptive``, ``adaptive-nofloor``): never a fixed choice for the oracle."""
+    return mode.startswith(ADAPTIVE)
 
 
 def _unrouted(records: Sequence[BenchRecord]) -> list[BenchRecord]:
@@ -93,7 +98,7 @@ def oracle_summary(records: Sequence[BenchRecord], adaptive: str = ADAPTIVE) -> 
         recs = [r for r in records if r.id in ids]
         oracle = sum(1 / r.best_tokens_per_s for r in chosen) / len(chosen)
         adapt = sum(1 / r.adaptive_tokens_per_s for r in chosen) / len(chosen)
-        fixed_modes = [m for m in dict.fromkeys(r.mode for r in recs) if m != adaptive]
+        fixed_modes = [m for m in dict.fromkeys(r.mode for r in recs) if not _adaptive(m)]
         fixed_costs = {m: c for m in fixed_modes if (c := _seconds_per_token(recs, ids, m)) is not None}
         best_fixed = min(fixed_costs, key=lambda m: fixed_costs[m]) if fixed_costs else "-"
         beats = all(adapt <= c for c in fixed_costs.values())

@@ -1,9 +1,16 @@
 """Benchmark prompts: the built-in set, the held-out set, a JSON Lines file, or prompts typed by the user.
 
-Two sets ship in localchat/data: ``bench_prompts.jsonl``, the built-in set the benchmark runs by
-default, and ``heldout_prompts.jsonl``, 4 prompts per category written to check adaptive speculation
-and never used to tune anything (a policy tuned on the built-in set is judged on these; keep it so:
-never tune against them, and add new prompts rather than edit these). ``--prompts heldout`` names it.
+Three sets ship in localchat/data: ``bench_prompts.jsonl``, the built-in set the benchmark runs by
+default, and two held-out sets written to check adaptive speculation and never used to tune anything
+(a policy tuned on the built-in set is judged on these; keep it so: never tune against them, and add
+new prompts rather than edit these):
+
+- ``heldout_prompts.jsonl`` (``--prompts heldout``): 4 prompts per category (code, edit, chat,
+  creative).
+- ``heldout2_prompts.jsonl`` (``--prompts heldout2``): 8 prompts per category, replies of about
+  50-300 tokens, written and committed before any measurement of the policy change it judges
+  (issue 27), so that no figure could have shaped it. Diagnosis (tools/adaptive_trace.py) runs on
+  ``heldout``; ``heldout2`` is only ever benchmarked.
 
 A prompt may carry a ``schema`` (the ``json`` category: the reply is constrained to it) or ``tools``
 with a ``tool_choice`` (the ``tools`` category: the tools are offered as OpenAI's API offers them,
@@ -39,7 +46,8 @@ class BenchPrompt:
 
 # The prompt sets shipped in localchat/data, by the name ``--prompts`` takes.
 SHIPPED_SETS = {"builtin": ("bench_prompts.jsonl", "built-in prompts"),
-                "heldout": ("heldout_prompts.jsonl", "held-out prompts")}
+                "heldout": ("heldout_prompts.jsonl", "held-out prompts"),
+                "heldout2": ("heldout2_prompts.jsonl", "second held-out prompts")}
 
 
 def builtin_prompts() -> list[BenchPrompt]:
@@ -51,6 +59,11 @@ def heldout_prompts() -> list[BenchPrompt]:
     return shipped_prompts("heldout")
 
 
+def heldout2_prompts() -> list[BenchPrompt]:
+    """The second held-out set: never used to tune anything (see the module docstring)."""
+    return shipped_prompts("heldout2")
+
+
 def shipped_prompts(name: str) -> list[BenchPrompt]:
     filename, label = SHIPPED_SETS[name]
     text = resources.files("localchat.data").joinpath(filename).read_text("utf-8")
@@ -58,7 +71,7 @@ def shipped_prompts(name: str) -> list[BenchPrompt]:
 
 
 def prompts_from(spec: str | Path) -> list[BenchPrompt]:
-    """A shipped set by name (``builtin``, ``heldout``), else the JSON Lines file at ``spec``
+    """A shipped set by name (``builtin``, ``heldout``, ``heldout2``), else the JSON Lines file at ``spec``
     (``./heldout`` for a file of that name); BenchError with a sentence when it cannot be read."""
     if isinstance(spec, str) and spec in SHIPPED_SETS:
         return shipped_prompts(spec)

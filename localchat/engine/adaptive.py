@@ -30,12 +30,13 @@ doubled after a draft accepted whole, cut back to where the last one failed.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from localchat.engine.calibration import Calibration, ConversationCalibration
 from localchat.engine.costs import CostModel, ewma
+from localchat.engine.decision_trace import DecisionTrace, StepRecord, TokenDecision
 from localchat.engine.stop_rule import CostStopRule, StopRule
 from localchat.settings.options import DRAFT_TOKENS_MAX
 
@@ -56,6 +57,32 @@ def lookup_instead(best: float) -> str:
            else "saves too little for this model outside the easiest text")
     return (f"On this computer the draft model {why} ({best:.2f}x at best), so drafts come from the "
             f"conversation itself (n-gram lookup).")
+
+
+def proven_length(acceptance: float, t_verify: Callable[[int], float | None], look_s: float,
+                  max_len: int = DRAFT_TOKENS_MAX) -> tuple[int, float]:
+    """The fixed draft length that is fastest if each draft token is accepted with chance
+    ``acceptance`` once those before it were (a geometric run), on the measured costs: verification
+    ``t_verify(batch)`` seconds and ``look_s`` drafter seconds per drafted token. Returns (length,
+    its speed over plain decoding); (0, 1.0) where no length beats plain decoding or a cost is
+    unknown.
+
+    The expected tokens of a step drafting L are 1 + a + a^2 + ... + a^L; its time is L drafter
+    passes and one verification of L + 1 tokens.
+    """
+    t1 = t_verify(1)
+    if t1 is None or t1 <= 0.0:
+        return 0, 1.0
+    best, best_gain, expected = 0, 1.0, 1.0
+    for k in range(1, max_len + 1):
+        expected += acceptance**k
+        tv = t_verify(k + 1)
+        if tv is None:
+            break
+        gain = expected * t1 / (k * look_s + tv)
+        if gain > best_gain:
+            best, best_gain = k, gain
+    return best, best_gain
 
 
 class DraftPolicy(Protocol):
@@ -141,6 +168,16 @@ class AdaptivePolicy:
     retry_tokens: int = 128  # plain tokens before probing again (doubles after each failed probe)
     calibrate_every: int = 128  # a plain step now and then keeps plain speed measured
     rate_steps: int = 8  # speculative steps in the window before its rate prices time
+    # The floor (``_floor``): never draft shorter than the fixed length that the conversation's own
+    # recent verdicts prove fastest on the measured costs. Off: the stop rule alone (the policy
+    # before issue 27; ``SpeculationConfig.adaptive_floor``).
+    floor: bool = True
+    floor_steps: int = 16  # recent drafting steps whose verdicts estimate the acceptance per token
+    floor_min_steps: int = 3  # steps of evidence before the floor acts
+    floor_margin: float = 1.02  # the proven length must beat plain decoding by this much
+    floor_p_min: float = 0.5  # tokens after the first drafted under the floor: at least this confident
+    # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
+    trace: DecisionTrace | None = None
 
     _n: int = 0
     _steps: int = 0
@@ -163,6 +200,18 @@ class AdaptivePolicy:
     _skip_left: int = 0
     _skip_len: int = 0
     _conversation: int = 0
+    # Per recent drafting step of the model drafter: (tokens accepted in a row, 1 if a rejection
+    # ended the run else 0): the run is known to end where verification rejected a token (a drafted
+    # one, or the declined token judged after a draft accepted whole), else it is only known to be
+    # at least as long (censored).
+    _runs: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=16))
+    # The recent steps the stop rule drafted alone (the floor kept no token): (tokens, seconds).
+    _rule_alone: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=16))
+    _declined_hit: float | None = None
+    _declined_conf: float = 0.0
+    _floor_now: int = 0
+    _decisions: list[TokenDecision] = field(default_factory=list)
+    _state: str = "draft"
     # This conversation's calibration, starting from the pair's: a drafter can be
     # confidently wrong on one kind of text (its own equally good variant of some code)
     # and right on another; the conversation's evidence soon outweighs the pair's.
@@ -170,6 +219,7 @@ class AdaptivePolicy:
 
     def __post_init__(self) -> None:
         self._calibration = ConversationCalibration(self.cost.calibration_for(self.source))
+        self._runs = deque(maxlen=self.floor_steps)
         self._n = max(1, min(self.start, self.max_len))
         self._next_plain = not self.cost.ready()
         self._conversation = self.cost.new_conversation()
@@ -191,9 +241,69 @@ class AdaptivePolicy:
 
     # -- policy -----------------------------------------------------------------------------
     def draft_length(self) -> int:
-        if self._paused_left > 0 or self._next_plain or self._skip_left > 0:
+        self._floor_now = self._floor()
+        self._decisions = []
+        self._declined_hit = None
+        # A look is skipped on step times only where the verdicts prove no fixed length pays (the
+        # floor's evidence, which no busy moment changes; see ``_judge``).
+        skip = self._skip_left > 0 and self._floor_now == 0 and self._proven_gain() < self.floor_margin
+        if self._paused_left > 0 or self._next_plain or skip:
+            self._state = ("paused" if self._paused_left > 0 else "plain" if self._next_plain else "skip")
             return 0
+        self._state = "draft"
         return self.max_len if self.confident else self._n
+
+    def acceptance(self) -> float | None:
+        """The chance per token that the drafter's next token is accepted once those before it were,
+        from the recent steps' verdicts (a geometric run's estimate: tokens accepted over tokens
+        accepted plus runs ended by a rejection; a run still unended counts its tokens only), with a
+        weak prior of 2 accepted to 1 rejected; None before ``floor_min_steps`` steps."""
+        if len(self._runs) < self.floor_min_steps:
+            return None
+        accepted = sum(a for a, _ in self._runs)
+        ended = sum(r for _, r in self._runs)
+        return (accepted + 2.0) / (accepted + ended + 3.0)
+
+    def _floor(self) -> int:
+        """The shortest draft for the next step: the fixed length the recent verdicts prove fastest
+        on the measured costs, when it beats plain decoding by ``floor_margin``; 0 otherwise.
+
+        The stop rule prices each token from the drafter's confidence, calibrated; where that
+        confidence understates the drafter (unsure but right) or a cost is misjudged, it drafts too
+        little, and its own drafts teach it little (a token never drafted is never judged). The
+        floor needs no confidence: it counts what verification accepted. Tokens it drafts are
+        judged too, so a floor set too high by a run of easy tokens is soon lowered again by their
+        rejections (it explores by construction), and on text the drafter cannot guess the
+        acceptance falls below what pays, and the floor is 0.
+        """
+        if not self.floor or not self.confident:
+            return 0
+        acceptance = self.acceptance()
+        look_s = self.cost.draft_token_s.get(self.source)
+        if acceptance is None or look_s is None:
+            return 0
+        if not self.cost.calibrated and self.cost.verify.counts.get(2, 0) < 3:
+            return 0
+        length, gain = proven_length(acceptance, self.cost.t_verify, look_s, self.max_len)
+        return length if gain >= self.floor_margin * max(1.0, self._rule_gain() or 0.0) else 0
+
+    def _proven_gain(self) -> float:
+        """The speed-up over plain decoding of the fixed length the recent verdicts prove, on the
+        measured costs; 1.0 without the floor or without enough evidence."""
+        acceptance = self.acceptance() if self.floor and self.confident else None
+        look_s = self.cost.draft_token_s.get(self.source)
+        if acceptance is None or look_s is None:
+            return 1.0
+        return proven_length(acceptance, self.cost.t_verify, look_s, self.max_len)[1]
+
+    def _rule_gain(self) -> float | None:
+        """The measured speed-up of the recent steps the stop rule drafted alone (None: too few):
+        where the rule measurably does better than the proven fixed length, the floor stays out."""
+        t1 = self.cost.t_verify(1)
+        if t1 is None or len(self._rule_alone) < self.floor_min_steps:
+            return None
+        seconds = sum(s for _, s in self._rule_alone)
+        return sum(t for t, _ in self._rule_alone) / seconds * t1 if seconds > 0 else None
 
     def stop_rule(self) -> CostStopRule | None:
         t1 = self.cost.t_verify(1)
@@ -203,7 +313,8 @@ class AdaptivePolicy:
         # window holds enough steps: one lucky draft accepted whole would price every token too dear.
         rate = self._rate if len(self._window) >= self.rate_steps else None
         value = max(1.0 / t1, rate or 0.0)
-        return CostStopRule(self.cost, self._calibration, value, self.cost.draft_token_s.get(self.source))
+        return CostStopRule(self.cost, self._calibration, value, self.cost.draft_token_s.get(self.source),
+                            floor=self._floor_now, floor_p_min=self.floor_p_min, log=self._decisions)
 
     @property
     def paused(self) -> bool:
@@ -248,6 +359,38 @@ class AdaptivePolicy:
         confidence: Sequence[float] = (),
     ) -> None:
         self._steps += 1
+        if self.trace is not None:
+            predicted_verify = self.cost.t_verify(drafted + 1)
+            per_token = self.cost.draft_token_s.get(source)
+            predicted_draft = drafted * per_token if per_token is not None else None
+        # Steps where the rule drafted nothing count too (their declined first token is judged):
+        # leaving them out would estimate the acceptance from the sure tokens alone.
+        if self.confident and source == self.source and (drafted > 0 or self._declined_hit is not None):
+            if accepted < drafted:
+                self._runs.append((accepted, 1))
+            elif self._declined_hit is not None:
+                hit = self._declined_hit >= 0.5
+                self._runs.append((accepted + int(hit), int(not hit)))
+            else:
+                self._runs.append((accepted, 0))
+        if source and not any(d.floor for d in self._decisions):
+            self._rule_alone.append((accepted + 1, draft_s + verify_s))
+        self._observe(drafted, accepted, draft_s, verify_s, source, confidence)
+        if self.trace is not None:
+            self.trace.add(StepRecord(
+                self._steps, self._state if source or self._state != "draft" else "plain", self._floor_now,
+                False, tuple(self._decisions), drafted, accepted, source, draft_s, verify_s,
+                predicted_verify, predicted_draft,
+                (self._declined_conf, self._declined_hit) if self._declined_hit is not None else None,
+                self._calibration.shift.offset if isinstance(self._calibration, ConversationCalibration)
+                else 0.0, self._spec_gain, self.reason))
+        self._decisions = []
+        self._declined_hit = None
+
+    def _observe(
+        self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
+        confidence: Sequence[float],
+    ) -> None:
         self.cost.observe_verify(drafted + 1, verify_s)
         if not source:  # a plain step: the drafter was not asked
             self._next_plain = False
@@ -278,6 +421,7 @@ class AdaptivePolicy:
 
     def observe_declined(self, source: str, confidence: float, hit: float) -> None:
         if self.confident and source == self.source:
+            self._declined_hit, self._declined_conf = hit, confidence
             self.cost.calibration_for(source).observe_one(confidence, hit)
             self._calibration.observe_one(confidence, hit)
 
@@ -350,5 +494,10 @@ class AdaptivePolicy:
         """Leave this conversation's measured verdict for the next ones; pause if it lost."""
         acceptance = self._acc_rate or 0.0
         self.cost.record_verdict(self.source, self._conversation, gain, acceptance)
+        if pause and self._proven_gain() >= self.floor_margin:
+            # The step times say speculation loses, but the verdicts (which no busy moment
+            # changes) and the measured cost curve prove a fixed length that pays: on a shared or
+            # throttled machine the times are the noisy evidence, so speculation goes on at the floor.
+            return
         if pause:
             self._pause(gain, acceptance)

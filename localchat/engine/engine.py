@@ -33,6 +33,7 @@ from localchat.engine.chat_format import (
 from localchat.engine.compat import check_compatible
 from localchat.engine.constrained import ConstrainedReply
 from localchat.engine.costs import CostModel
+from localchat.engine.decision_trace import DecisionTrace
 from localchat.engine.devices import add_worker, has_local_accelerator, local_accelerators
 from localchat.engine.draft_sources import (
     PROGRESS_CHUNK,
@@ -159,6 +160,8 @@ class Engine:
         self.combined: CombinedDrafter | None = None  # kept across replies: it learns which source wins
         self.draft_problem = ""  # why the draft model is not in use, in words
         self._policies: dict[tuple[str, str], AdaptivePolicy] = {}  # (session, drafter) -> policy
+        # Opt-in: every adaptive policy records its decisions here (tools/adaptive_trace.py).
+        self.decision_trace: DecisionTrace | None = None
         self.cost = CostModel()  # timings of this hardware, shared by every conversation
         self.trace_hook: Callable[[list[int], list[int], int], None] | None = None  # see DecodeLoop.trace
         self._grammars: GrammarCompiler | None = None  # built on the first constrained reply
@@ -345,13 +348,15 @@ class Engine:
             source = self.model_drafter.name
         else:
             source = self.ngram.name
-        key = (request.session, drafter.name)
+        key = (request.session, drafter.name if spec.adaptive_floor else f"{drafter.name} (no floor)")
         policy = self._policies.get(key)
         if policy is None:
             if len(self._policies) >= 64:  # forget the oldest conversation
                 self._policies.pop(next(iter(self._policies)))
-            policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident)
+            policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident,
+                                    floor=spec.adaptive_floor)
             self._policies[key] = policy
+        policy.trace = self.decision_trace
         if spec.resume:
             policy.resume()
         return policy

@@ -27,6 +27,7 @@ from typing import Protocol
 
 from localchat.engine.calibration import Calibration
 from localchat.engine.costs import CostModel
+from localchat.engine.decision_trace import TokenDecision
 from localchat.settings.options import DRAFT_TOKENS_MAX
 
 
@@ -58,21 +59,36 @@ class CostStopRule:
     """
 
     def __init__(self, cost: CostModel, calibration: Calibration, value: float,
-                 look_seconds: float | None = None) -> None:
+                 look_seconds: float | None = None, floor: int = 0, floor_p_min: float = 0.5,
+                 log: list[TokenDecision] | None = None) -> None:
         self.cost = cost
         self.calibration = calibration
         self.value = value
         self.look_seconds = look_seconds  # one drafter pass; None: a first token must pay alone
+        # The floor (engine/adaptive.py, ``proven_length``): the first ``floor`` tokens are drafted
+        # as a fixed length drafts them (the first whatever its confidence, the next while the
+        # drafter's confidence is at least ``floor_p_min``), whether or not the rule says they pay.
+        self.floor = floor
+        self.floor_p_min = floor_p_min
+        self.log = log  # the decisions, for a DecisionTrace (None: not kept)
         self._p = 1.0  # chance that every token kept so far is accepted
         self._q = 1.0  # the last kept token's chance: the guess for the next one
+        self._conf = 1.0
 
     def take(self, position: int, confidence: float) -> bool:
         q = self.calibration.q(confidence)
         p = self._p * q
-        pays = p >= self.value * self.cost.extra_verify(position + 1)
-        if not pays and (position > 0 or not self._worth_starting(q)):
+        cost = self.cost.extra_verify(position + 1)
+        pays = p >= self.value * cost
+        kept = pays or (position == 0 and self._worth_starting(q))
+        floored = (not kept and position < self.floor
+                   and (position == 0 or confidence >= self.floor_p_min))
+        if self.log is not None:
+            self.log.append(TokenDecision("take", position, confidence, q, p, cost, self.value,
+                                          kept or floored, floored))
+        if not (kept or floored):
             return False
-        self._p, self._q = p, q
+        self._p, self._q, self._conf = p, q, confidence
         return True
 
     def _worth_starting(self, q: float) -> bool:
@@ -100,7 +116,12 @@ class CostStopRule:
 
     def look_further(self, position: int, decode_seconds: float) -> bool:
         cost = decode_seconds + self.cost.extra_verify(position + 2)
-        return self._p * self._q >= self.value * cost
+        pays = self._p * self._q >= self.value * cost
+        floored = not pays and position + 1 < self.floor
+        if self.log is not None:
+            self.log.append(TokenDecision("look", position, self._conf, self._q, self._p * self._q, cost,
+                                          self.value, pays or floored, floored))
+        return pays or floored
 
     def plan(self, confidences: Sequence[float]) -> int:
         """For a draft whose tokens are all known before any is kept (lookup: free to make), how

@@ -139,6 +139,10 @@ class SpeculationConfig:
     # Under an output constraint: the tokens the grammar forces (a JSON key after its quote) enter
     # the next verification batch without being drafted or chosen, with speculation on or off.
     fast_forward: bool = True
+    # Adaptive only: never draft shorter than the fixed length the conversation's own verdicts prove
+    # fastest (engine/adaptive.py, ``AdaptivePolicy.floor``). False: the policy before issue 27, for
+    # benchmarks that compare the two side by side (``localchat bench --modes adaptive-nofloor``).
+    adaptive_floor: bool = True
 
     def __post_init__(self) -> None:
         if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:

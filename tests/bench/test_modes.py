@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from localchat.bench.modes import bench_mode
@@ -18,3 +20,10 @@ def test_a_bench_mode_is_the_shared_meaning_of_its_name_under_a_label() -> None:
 def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     with pytest.raises(ValueError, match="'fast' is not a speculation mode; use one of off, draft"):
         bench_mode("fast")
+
+
+def test_adaptive_nofloor_is_adaptive_without_its_floor() -> None:
+    plain = bench_mode("adaptive", 4)
+    nofloor = bench_mode("adaptive-nofloor", 4)
+    assert nofloor.name == "adaptive-nofloor" and plain.speculation.adaptive_floor
+    assert nofloor.speculation == replace(plain.speculation, adaptive_floor=False)

@@ -116,3 +116,15 @@ def test_the_oracle_picks_the_best_fixed_choice_per_prompt_and_compares_adaptive
     assert summary["all"].beats_every_fixed and summary["all"].best_fixed_mode == "auto:2"
     data = report_json(BenchReport(records), META)
     assert data["oracle"][-1]["category"] == "all" and len(data["oracle_prompts"]) == 2
+
+
+def test_the_oracle_never_counts_an_adaptive_mode_as_a_fixed_choice() -> None:
+    from localchat.bench.oracle import oracle_rows, oracle_summary
+
+    records = [rec("a", "code", "off", 10.0), rec("a", "code", "auto:4", 14.0),
+               rec("a", "code", "adaptive", 13.0), rec("a", "code", "adaptive-nofloor", 20.0)]
+    (row,) = oracle_rows(records)
+    assert row.best_mode == "auto:4" and row.ratio == pytest.approx(13 / 14)
+    assert oracle_summary(records)[0].best_fixed_mode == "auto:4"
+    (old,) = oracle_rows(records, "adaptive-nofloor")
+    assert old.best_mode == "auto:4" and old.ratio == pytest.approx(20 / 14)

@@ -13,7 +13,13 @@ import pytest
 from localchat.bench.link_delay import DelayedEngine, DelayRelay
 from localchat.bench.modes import bench_mode, is_off, off_labels, routed
 from localchat.bench.oracle import oracle_rows
-from localchat.bench.prompts import BenchPrompt, builtin_prompts, heldout_prompts, prompts_from
+from localchat.bench.prompts import (
+    BenchPrompt,
+    builtin_prompts,
+    heldout2_prompts,
+    heldout_prompts,
+    prompts_from,
+)
 from localchat.bench.report import BenchReport, result_rows, same_text
 from localchat.bench.runner import run_bench
 from localchat.engine.rpc_wire import Endpoint
@@ -148,3 +154,14 @@ def test_the_held_out_prompts_ship_beside_the_built_in_ones_and_share_none() -> 
     assert counts == {"code": 4, "edit": 4, "chat": 4, "creative": 4}
     assert not {p.prompt for p in heldout} & {p.prompt for p in builtin_prompts()}
     assert prompts_from("heldout") == heldout and prompts_from("builtin") == builtin_prompts()
+
+
+def test_the_second_held_out_set_has_eight_prompts_per_category_and_shares_none() -> None:
+    second = heldout2_prompts()
+    counts: dict[str, int] = {}
+    for p in second:
+        counts[p.category] = counts.get(p.category, 0) + 1
+    assert counts == {"code": 8, "edit": 8, "chat": 8, "creative": 8}
+    others = {p.prompt for p in builtin_prompts()} | {p.prompt for p in heldout_prompts()}
+    assert not {p.prompt for p in second} & others
+    assert prompts_from("heldout2") == second
