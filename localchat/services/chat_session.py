@@ -64,17 +64,17 @@ from localchat.engine.types import (
     Tool,
     ToolCall,
 )
-from localchat.host.events import EngineState, Failed, Finished, JobEvent, Phase, Tokens
+from localchat.host.events import Failed, Finished, JobEvent, Phase, Tokens
 from localchat.host.failure_words import Audience, sentence
 from localchat.services.chat_options import ChatOptions
 from localchat.services.engine_port import WINDOW, EnginePort
+from localchat.services.loaded_model import LoadedModel
 from localchat.services.qt_signals import emit
 from localchat.services.reply_recorder import ReplyRecorder
 from localchat.services.requests import build_request
 from localchat.services.shown import ReplyEnd, ReplyStart, ShownMessage, shown
 from localchat.services.tool_loop import ToolAnswer, ToolLoop
-from localchat.settings import InvalidValueError, OptionReader, Value
-from localchat.settings.presets import PRESET_OPTIONS, ModelPreset, PresetReader
+from localchat.settings import InvalidValueError, Value
 
 if TYPE_CHECKING:
     from localchat.services.mcp_service import McpService, ToolOffer
@@ -159,21 +159,19 @@ class ChatSession(QObject):
         self._engine = engine
         self._settings = settings
         self.options = ChatOptions(store, settings, max_tokens)
-        self.model_name = model_name
         self._current: int | None = None
         self._recorder = ReplyRecorder(store, clock, self)
         self._editing: int | None = None  # the user message a send replaces (with all after it)
         # The user turned speculation on since the last reply: a chat that paused it tries again.
         self._resume_speculation = False
         self.mcp = mcp
-        self.presets = presets  # the models' own system prompt, sampling and context (None: no presets)
+        self.model = LoadedModel(engine, settings, presets, model_name, self)  # its names, its preset
         self._tools = ToolLoop(mcp, self) if mcp is not None else None
         self._turn: _Turn | None = None
         self._new_chat_tools: bool | None = None  # the Tools button's choice for a chat not yet written
         self._connect_signals()
 
     def _connect_signals(self) -> None:
-        self._engine.state_changed.connect(self._on_engine_state_changed)
         self._engine.job_event.connect(self._on_engine_job_event)
         self._settings.changed.connect(self._on_settings_changed)
         if self.mcp is not None and self._tools is not None:
@@ -209,53 +207,6 @@ class ChatSession(QObject):
     @property
     def editing(self) -> bool:
         return self._editing is not None
-
-    @property
-    def target_name(self) -> str:
-        """The loaded target's name as the window shows it (catalog name and quantization)."""
-        info = self._engine.state.info
-        return self.model_name(info.target.path) if info is not None else ""
-
-    @property
-    def draft_name(self) -> str:
-        """The loaded draft model's name as the window shows it; "" when there is none."""
-        info = self._engine.state.info
-        return self.model_name(info.draft.path) if info is not None and info.draft is not None else ""
-
-    # -- the loaded model's preset ------------------------------------------------------
-
-    @property
-    def model_id(self) -> str:
-        """The id of the model loaded (or loading), as the API and the presets name it; "" if none."""
-        config = self._engine.state.config
-        if config is None or self.presets is None:
-            return ""
-        return self.presets.model_id(config.target_path)
-
-    @property
-    def active_preset(self) -> ModelPreset | None:
-        """The preset of the model loaded (or loading); None when it has none."""
-        return self.presets.for_id(self.model_id) if self.presets is not None and self.model_id else None
-
-    def reader(self) -> OptionReader:
-        """The settings a reply is written with: the loaded model's preset over the app's settings."""
-        return PresetReader(self._settings, self.active_preset)
-
-    def _preset_prompt(self) -> str:
-        preset = self.active_preset
-        return preset.system_prompt if preset is not None else ""
-
-    def preset_from_current(self) -> ModelPreset:
-        """The settings a reply in the current chat is written with now, as a preset for the loaded
-        model: sampling (the chat's own temperature and reply length where it has them), the context
-        length loaded, and the chat's system prompt (else the model's preset's)."""
-        reader = self.reader()
-        temperature, length = self.options.reply_settings(self._current, reader)
-        info = self._engine.state.info
-        values: dict[str, Value] = {name: reader.get(name) for name in PRESET_OPTIONS}
-        values.update(temperature=temperature, max_reply_tokens=length,
-                      context_length=info.n_ctx if info is not None else reader.context_length)
-        return ModelPreset(values, self.system_prompt() or self._preset_prompt())
 
     # -- conversations ----------------------------------------------------------------
 
@@ -386,7 +337,7 @@ class ChatSession(QObject):
         info = self._engine.state.info
         if info is not None and not info.target.tool_use and not self._settings.tools_for_untrained_models:
             return ToolsAvailability(False, on, (
-                f"{self.target_name} was not trained to call tools: its chat template has none. "
+                f"{self.model.target_name} was not trained to call tools: its chat template has none. "
                 "Settings → Tools can offer them anyway."), servers)
         return ToolsAvailability(True, on, "", servers)
 
@@ -477,7 +428,7 @@ class ChatSession(QObject):
         held = self.system_prompt(cid) + text
         if cid is not None:
             held += "".join(m.content for m in self._store.messages(cid))
-        _temperature, max_tokens = self.options.reply_settings(cid, self.reader())
+        _temperature, max_tokens = self.options.reply_settings(cid, self.model.reader())
         return budget_tokens(n_ctx, estimate_tokens(held), max_tokens)
 
     def _send_text(self, text: str) -> bool:
@@ -569,13 +520,13 @@ class ChatSession(QObject):
     def _start_reply(self, cid: int, *, replaces: int | None = None,
                      user_message: ShownMessage | None = None) -> None:
         history = [m for m in self._store.messages(cid) if m.id != replaces]
-        turns = prompt_turns(self.system_prompt(cid) or self._preset_prompt(), history)
-        temperature, max_tokens = self.options.reply_settings(cid, self.reader())
+        turns = prompt_turns(self.system_prompt(cid) or self.model.system_prompt, history)
+        temperature, max_tokens = self.options.reply_settings(cid, self.model.reader())
         turn = _Turn(cid, [_message(t) for t in turns], temperature, max_tokens,
                      resume=self._resume_speculation)
         self._resume_speculation = False
         self._turn = turn
-        self._recorder.begin(cid, self.target_name or self._config_name(), replaces)
+        self._recorder.begin(cid, self.model.target_name or self.model.config_name, replaces)
         emit(self.reply_started, ReplyStart(cid, user_message))
         tools = self.tools_availability(cid)
         if self.mcp is not None and tools.available and tools.on:
@@ -591,7 +542,7 @@ class ChatSession(QObject):
         """Send the turn's next round to the engine."""
         offered = turn.offer.tools if turn.offer is not None else ()
         request = build_request(
-            self.reader(),
+            self.model.reader(),
             turn.messages,
             speculation_enabled=self._settings.speculation,
             max_tokens=turn.max_tokens,
@@ -682,10 +633,6 @@ class ChatSession(QObject):
             tools = ReplyTools((*tools.rounds[:-1], replace(tools.rounds[-1], calls=turn.live)), tools.notes)
         emit(self.tools_changed, turn.conversation_id, tools)
 
-    def _config_name(self) -> str:
-        config = self._engine.state.config
-        return self.model_name(config.target_path) if config is not None else ""
-
     def _finish(self, result: GenerationResult | None, why: str = "") -> None:
         """End the reply: keep its text with its statistics, then tell the window."""
         turn, self._turn = self._turn, None
@@ -709,14 +656,6 @@ class ChatSession(QObject):
                                            reply.reasoning))
 
     # -- engine slots -----------------------------------------------------------------
-
-    def _on_engine_state_changed(self, state: EngineState) -> None:
-        config = state.config
-        if state.phase is Phase.READY and config is not None:
-            if config.target_path != self._settings.last_model_path:
-                self._settings.set("last_model_path", config.target_path)
-            if (config.draft_path or "") != self._settings.last_draft_path:
-                self._settings.set("last_draft_path", config.draft_path or "")
 
     def _on_engine_job_event(self, event: JobEvent) -> None:
         if event.source != WINDOW or self._recorder.reply is None:

@@ -31,10 +31,8 @@ from localchat.services.attachment_reader import AttachmentReader
 from localchat.services.chat_options import DIALOG_OPTIONS
 from localchat.services.chat_session import ChatSession
 from localchat.services.engine_port import EnginePort
-from localchat.services.requests import build_engine_config
 from localchat.services.shown import ReplyEnd, ReplyStart
 from localchat.settings import OPTIONS
-from localchat.settings.presets import PresetReader
 from localchat.ui import dialogs, formatting
 from localchat.ui.chat_page import ChatPage
 from localchat.ui.chat_settings_dialog import ChatSettingsDialog
@@ -180,8 +178,8 @@ class MainWindow(QMainWindow):
         menus.speculation_action.toggled.connect(self._on_speculation_toggled)
         menus.save_preset_action.triggered.connect(self.save_preset)
         menus.clear_preset_action.triggered.connect(self.clear_preset)
-        if session.presets is not None:
-            session.presets.changed.connect(lambda _id: self._update_buttons())
+        if session.model.presets is not None:
+            session.model.presets.changed.connect(lambda _id: self._update_buttons())
         self.stop_shortcut.activated.connect(self._on_stop_shortcut_activated)
 
     # -- public -----------------------------------------------------------------------
@@ -209,10 +207,7 @@ class MainWindow(QMainWindow):
 
     def load_model(self, target_path: str, draft_path: str | None = None) -> None:
         """Ask the engine to load ``target_path`` (with a drafter); the window stays usable."""
-        preset = self.session.presets.for_path(target_path) if self.session.presets is not None else None
-        # The model's preset (its context length) over the app's settings.
-        self.session.load_model(build_engine_config(PresetReader(self._settings, preset), target_path,
-                                                    draft_path))
+        self.session.load_model(self.session.model.config_for(target_path, draft_path))
         self._update_buttons()
 
     def send_message(self, text: str) -> None:
@@ -251,22 +246,23 @@ class MainWindow(QMainWindow):
 
     def save_preset(self) -> None:
         """Keep the settings the current chat's replies are written with as the loaded model's preset."""
-        presets, model_id = self.session.presets, self.session.model_id
+        presets, model_id = self.session.model.presets, self.session.model.model_id
         if presets is None or not model_id or self.engine.state.info is None:
             self.show_notice("Load a model first: a preset is kept for the model that is loaded.")
             return
-        preset = self.session.preset_from_current()
+        preset = self.session.model.preset_for_chat(self.session.options, self.session.current_id,
+                                                   self.session.system_prompt())
         problem = presets.save(model_id, preset)
         self.show_notice(problem or (
-            f"Saved as the preset of {self.session.target_name}: {preset.summary()}. It applies whenever "
-            "this model loads (the context length from the next load)."))
+            f"Saved as the preset of {self.session.model.target_name}: {preset.summary()}. It applies "
+            "whenever this model loads (the context length from the next load)."))
 
     def clear_preset(self) -> None:
-        presets, model_id = self.session.presets, self.session.model_id
+        presets, model_id = self.session.model.presets, self.session.model.model_id
         if presets is None or not model_id:
             return
         problem = presets.clear(model_id)
-        self.show_notice(problem or f"{self.session.target_name} uses the app's settings again "
+        self.show_notice(problem or f"{self.session.model.target_name} uses the app's settings again "
                                     "(its context length from the next load).")
 
     def edit_last(self) -> None:
@@ -336,11 +332,11 @@ class MainWindow(QMainWindow):
         restart = [o.label for o in OPTIONS if o.name in changed and o.needs_restart]
         if restart and self.engine.state.info is not None:
             notes.append(f"{', '.join(restart)}: takes effect when a model is next loaded.")
-        preset = self.session.active_preset
+        preset = self.session.model.preset
         overridden = [o.label for o in OPTIONS if o.name in changed and preset is not None
                       and o.name in preset.values]
         if overridden:
-            notes.append(f"{', '.join(overridden)}: {self.session.target_name}'s preset sets its own "
+            notes.append(f"{', '.join(overridden)}: {self.session.model.target_name}'s preset sets its own "
                          "(Models → Clear this model's preset to use the app's).")
         if notes:
             self.show_notice(" ".join(notes))
@@ -351,7 +347,7 @@ class MainWindow(QMainWindow):
         if start.user_message is not None and start.conversation_id == self.session.current_id and (
                 self.chat_view.messages or self.chat_view.streaming_text is not None):
             self.chat_view.add_message(display_message(start.user_message))
-            self.chat_view.begin_reply(self.session.target_name or "Assistant")
+            self.chat_view.begin_reply(self.session.model.target_name or "Assistant")
         else:
             self._show_conversation(start.conversation_id)
         self.status.generation_started()
@@ -388,8 +384,9 @@ class MainWindow(QMainWindow):
 
     def _on_engine_state_changed(self, state: EngineState) -> None:
         config = state.config
-        name = self.session.target_name or (self.session.model_name(config.target_path) if config else "")
-        self.status.show_state(state, name, self.session.draft_name)
+        model = self.session.model
+        name = model.target_name or (model.model_name(config.target_path) if config else "")
+        self.status.show_state(state, name, model.draft_name)
         changed, self._phase = state.phase is not self._phase, state.phase
         if state.phase is Phase.LOADING:
             self.show_welcome(False)
@@ -404,7 +401,7 @@ class MainWindow(QMainWindow):
                 self.welcome.show_message(words)
         elif state.phase is Phase.READY:
             self.show_welcome(False)
-            preset = self.session.active_preset
+            preset = self.session.model.preset
             if changed and preset is not None and state.failure is None:
                 self.show_notice(f"{name} loaded with its preset: {preset.summary()}.")
         self._update_buttons()
@@ -492,9 +489,9 @@ class MainWindow(QMainWindow):
         self.tools.refresh()
         for action in (self.menus.regenerate_action, self.menus.edit_action):
             action.setEnabled(not busy and has_chat)
-        loaded = self.engine.state.info is not None and self.session.presets is not None
+        loaded = self.engine.state.info is not None and self.session.model.presets is not None
         self.menus.save_preset_action.setEnabled(loaded)
-        self.menus.clear_preset_action.setEnabled(loaded and self.session.active_preset is not None)
+        self.menus.clear_preset_action.setEnabled(loaded and self.session.model.preset is not None)
         self._show_preset_prompt()
         for action in (self.menus.export_markdown_action, self.menus.export_json_action,
                        self.menus.chat_settings_action):
@@ -502,7 +499,7 @@ class MainWindow(QMainWindow):
 
     def _show_preset_prompt(self) -> None:
         """The system prompt box says, while empty, that the model's preset gives one."""
-        preset = self.session.active_preset
+        preset = self.session.model.preset
         prompt = preset.system_prompt.strip() if preset is not None else ""
         shown = prompt if len(prompt) <= 80 else prompt[:79] + "…"
         self.system_prompt.setPlaceholderText(
@@ -518,7 +515,7 @@ class MainWindow(QMainWindow):
         self.system_prompt.setText(self.session.system_prompt(conversation_id))
         if self.session.reply_conversation_id == conversation_id:
             text, runs = self.session.reply_text
-            self.chat_view.begin_reply(self.session.target_name or "Assistant")
+            self.chat_view.begin_reply(self.session.model.target_name or "Assistant")
             self.chat_view.append_reply(text, runs)
 
     def _refresh_conversations(self) -> None:
