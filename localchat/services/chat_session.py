@@ -10,11 +10,9 @@ fails is a sentence, never a lost message). The engine's state is the
 engine's (``EnginePort.state``): the session keeps none of it, and after a
 crash the engine's supervisor starts it again when the next reply asks.
 
-With tool servers (``mcp``), a reply may take several rounds: the chat's tools go to the model with
-the message (once the servers it needs have started), a reply that ends in tool calls hands them to
-the ``ToolLoop`` (which asks the user and runs them), and their results go back to the model in the
-next round, at most ``tool_rounds_max`` rounds a message. The rounds are kept with the reply as they
-happen (ReplyRecorder), and Stop ends whichever part is running: the round, the question, the calls.
+A reply's rounds (with tool servers, the model's tool calls between them) and each chat's choice of
+tools are ``tools`` (services.ChatTools, with its own signals); the loaded model's names and preset
+are ``model`` (services.LoadedModel).
 
 Signals (all on the GUI thread)::
 
@@ -24,20 +22,13 @@ Signals (all on the GUI thread)::
     reply_finished(ReplyEnd)             the text, the result (None if it failed), a sentence, and the
                                          stored message's id and place among its answers
     notice(str)                          a sentence for the user (an empty one clears it)
-    round_started(int)                   the model starts writing round N (1, 2, ...) of the reply
-    tools_changed(int, ReplyTools)       the reply's tool rounds as they stand (calls asked, running)
-    tool_ask(ToolAsk)                    the user is asked whether a call may run (``answer_tool``)
-    tool_ask_withdrawn()                 that question is withdrawn (Stop)
-    tool_activity(str)                   what the tools are doing, for the status bar ("" when nothing)
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,72 +46,32 @@ from localchat.chat import (
     prompt_turns,
 )
 from localchat.chat.attachments import Attachment, budget_tokens, estimate_tokens, inline
-from localchat.chat.rounds import ReplyTools, ToolCallRecord
 from localchat.engine.types import (
     ChatMessage,
     EngineConfig,
-    FinishReason,
     GenerationResult,
-    Tool,
     ToolCall,
 )
 from localchat.host.events import Failed, Finished, JobEvent, Phase, Tokens
 from localchat.host.failure_words import Audience, sentence
 from localchat.services.chat_options import ChatOptions
+from localchat.services.chat_tools import ChatTools, Turn
 from localchat.services.engine_port import WINDOW, EnginePort
 from localchat.services.loaded_model import LoadedModel
 from localchat.services.qt_signals import emit
 from localchat.services.reply_recorder import ReplyRecorder
-from localchat.services.requests import build_request
 from localchat.services.shown import ReplyEnd, ReplyStart, ShownMessage, shown
-from localchat.services.tool_loop import ToolAnswer, ToolLoop
 from localchat.settings import InvalidValueError, Value
 
 if TYPE_CHECKING:
-    from localchat.services.mcp_service import McpService, ToolOffer
+    from localchat.services.mcp_service import McpService
     from localchat.services.model_presets import ModelPresets
     from localchat.services.settings_service import SettingsService
 
 log = logging.getLogger(__name__)
 
 NO_MODEL = "Load a model first: open a GGUF file or choose one in the model manager."
-NOT_RUN = "Not run: the reply ended before this call ran."
 NEW_CHAT = "New chat"  # the title of a chat written before its first message, until that names it
-
-
-class Stage(enum.Enum):
-    STARTING = "starting"  # the tool servers it needs are starting
-    WRITING = "writing"  # the model writes a round
-    CALLING = "calling"  # the round's tool calls are asked about and run
-
-
-@dataclass
-class _Turn:
-    """The reply being written, as the engine and the tools see it."""
-
-    conversation_id: int
-    messages: list[ChatMessage]
-    temperature: float
-    max_tokens: int
-    stage: Stage = Stage.WRITING
-    offer: ToolOffer | None = None
-    ticket: int = 0
-    rounds: int = 0  # rounds whose calls ran
-    stopping: bool = False
-    last: GenerationResult | None = None  # the last round's result (its figures end a stopped reply)
-    resume: bool = False
-    live: tuple[ToolCallRecord, ...] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
-class ToolsAvailability:
-    """Whether a chat offers tools: ``available`` (there is anything to offer, to a model that can use
-    it), ``on`` (the chat's choice), and the sentence that says why not."""
-
-    available: bool
-    on: bool
-    reason: str = ""
-    servers: int = 0
 
 
 def _message(turn: PromptTurn) -> ChatMessage:
@@ -135,11 +86,6 @@ class ChatSession(QObject):
     text_streamed = Signal(int, object, object)
     reply_finished = Signal(object)
     notice = Signal(str)
-    round_started = Signal(int)
-    tools_changed = Signal(int, object)
-    tool_ask = Signal(object)
-    tool_ask_withdrawn = Signal()
-    tool_activity = Signal(str)
 
     def __init__(
         self,
@@ -164,23 +110,15 @@ class ChatSession(QObject):
         self._editing: int | None = None  # the user message a send replaces (with all after it)
         # The user turned speculation on since the last reply: a chat that paused it tries again.
         self._resume_speculation = False
-        self.mcp = mcp
         self.model = LoadedModel(engine, settings, presets, model_name, self)  # its names, its preset
-        self._tools = ToolLoop(mcp, self) if mcp is not None else None
-        self._turn: _Turn | None = None
-        self._new_chat_tools: bool | None = None  # the Tools button's choice for a chat not yet written
+        self.tools = ChatTools(engine, settings, self.options, self.model, self._recorder, mcp,
+                               current=lambda: self._current, set_options=self.set_chat_options, parent=self)
         self._connect_signals()
 
     def _connect_signals(self) -> None:
         self._engine.job_event.connect(self._on_engine_job_event)
         self._settings.changed.connect(self._on_settings_changed)
-        if self.mcp is not None and self._tools is not None:
-            self.mcp.tools_ready.connect(self._on_mcp_tools_ready)
-            self._tools.ask.connect(self.tool_ask)
-            self._tools.ask_withdrawn.connect(self.tool_ask_withdrawn)
-            self._tools.activity.connect(self.tool_activity)
-            self._tools.calls_changed.connect(self._on_tools_calls_changed)
-            self._tools.round_done.connect(self._on_tools_round_done)
+        self.tools.ended.connect(self._finish)
 
     # -- state ------------------------------------------------------------------------
 
@@ -321,41 +259,6 @@ class ChatSession(QObject):
             checked = kept | checked
         return self._write(lambda: self._store.set_options(conversation_id, checked))
 
-    # -- tools ----------------------------------------------------------------------------
-
-    def tools_availability(self, conversation_id: int | None = None) -> ToolsAvailability:
-        """Whether the chat (the current one by default) offers tools, and why not when it cannot."""
-        cid = self._current if conversation_id is None else conversation_id
-        on = self.options.tools_on(cid) if cid is not None else (
-            self._new_chat_tools if self._new_chat_tools is not None else self._settings.tools_in_chats)
-        if self.mcp is None:
-            return ToolsAvailability(False, on, "")
-        self.mcp.reload_if_changed()  # mcp.json edited by hand since: a stat, then the file if it changed
-        servers = len(self.mcp.enabled)
-        if not servers:
-            return ToolsAvailability(False, on, "No tool server is switched on: add one in Settings → Tools.")
-        info = self._engine.state.info
-        if info is not None and not info.target.tool_use and not self._settings.tools_for_untrained_models:
-            return ToolsAvailability(False, on, (
-                f"{self.model.target_name} was not trained to call tools: its chat template has none. "
-                "Settings → Tools can offer them anyway."), servers)
-        return ToolsAvailability(True, on, "", servers)
-
-    def set_chat_tools(self, on: bool) -> bool:
-        """Turn tools on or off for the current chat (for a new chat: once it is written)."""
-        cid = self._current
-        if cid is None:
-            self._new_chat_tools = on
-            return True
-        own = self.options.values(cid)
-        own["tools_in_chats"] = on
-        return self._write(lambda: self._store.set_options(cid, own))
-
-    def answer_tool(self, call_id: str, answer: ToolAnswer) -> None:
-        """The user's answer to ``tool_ask``: run once, always for this tool, or deny."""
-        if self._tools is not None:
-            self._tools.answer(call_id, answer)
-
     def export(self, conversation_id: int, kind: str, path: Path) -> str:
         """Write a chat to ``path`` as ``kind`` ("markdown" or "json"); "" when done, else a sentence.
 
@@ -438,9 +341,7 @@ class ChatSession(QObject):
             if cid is None:
                 return False
             self._current = cid
-            if self._new_chat_tools is not None:
-                self.set_chat_tools(self._new_chat_tools)
-                self._new_chat_tools = None
+            self.tools.chat_written()
         else:
             self._title_from_first_message(cid, text)
         editing = self._editing is not None
@@ -505,14 +406,7 @@ class ChatSession(QObject):
         if not self.generating:
             return
         log.info("stop requested")
-        turn = self._turn
-        if turn is not None and turn.stage is Stage.CALLING and self._tools is not None:
-            turn.stopping = True
-            self._tools.cancel()
-        elif turn is not None and turn.stage is Stage.STARTING:
-            turn.ticket = -1
-            self._finish(self._stopped(turn), "")
-        else:
+        if not self.tools.cancel():
             self._engine.cancel()
 
     # -- replies --------------------------------------------------------------------
@@ -522,123 +416,16 @@ class ChatSession(QObject):
         history = [m for m in self._store.messages(cid) if m.id != replaces]
         turns = prompt_turns(self.system_prompt(cid) or self.model.system_prompt, history)
         temperature, max_tokens = self.options.reply_settings(cid, self.model.reader())
-        turn = _Turn(cid, [_message(t) for t in turns], temperature, max_tokens,
-                     resume=self._resume_speculation)
+        turn = Turn(cid, [_message(t) for t in turns], temperature, max_tokens,
+                    resume=self._resume_speculation)
         self._resume_speculation = False
-        self._turn = turn
         self._recorder.begin(cid, self.model.target_name or self.model.config_name, replaces)
         emit(self.reply_started, ReplyStart(cid, user_message))
-        tools = self.tools_availability(cid)
-        if self.mcp is not None and tools.available and tools.on:
-            turn.stage = Stage.STARTING
-            if not self.mcp.all_running():
-                emit(self.tool_activity, "Starting tool servers…")
-            self.mcp.timeout_s = float(self._settings.tool_timeout_s)
-            turn.ticket = self.mcp.prepare()
-        else:
-            self._generate(turn)
-
-    def _generate(self, turn: _Turn) -> None:
-        """Send the turn's next round to the engine."""
-        offered = turn.offer.tools if turn.offer is not None else ()
-        request = build_request(
-            self.model.reader(),
-            turn.messages,
-            speculation_enabled=self._settings.speculation,
-            max_tokens=turn.max_tokens,
-            temperature=turn.temperature,
-            session=str(turn.conversation_id),  # adaptive speculation learns per conversation
-            resume_speculation=turn.resume,
-            tools=[Tool(t.name, t.spec.description, t.spec.schema) for t in offered],
-            separate_reasoning=True,
-        )
-        turn.resume = False
-        turn.stage = Stage.WRITING
-        emit(self.round_started, turn.rounds + 1)
-        self._engine.generate(request)
-
-    def _on_mcp_tools_ready(self, ticket: int, offer: ToolOffer) -> None:
-        turn = self._turn
-        if turn is None or turn.stage is not Stage.STARTING or ticket != turn.ticket:
-            return
-        for note in offer.notes:
-            self._recorder.add_note(note)
-        turn.offer = offer if offer.tools else None
-        emit(self.tool_activity, "")
-        self._emit_tools(turn)
-        self._generate(turn)
-
-    def _on_tools_calls_changed(self, records: tuple[ToolCallRecord, ...]) -> None:
-        turn = self._turn
-        if turn is not None and turn.stage is Stage.CALLING:
-            turn.live = records
-            self._emit_tools(turn)
-
-    def _on_tools_round_done(self, records: tuple[ToolCallRecord, ...]) -> None:
-        turn = self._turn
-        reply = self._recorder.reply
-        if turn is None or reply is None or turn.stage is not Stage.CALLING:
-            return
-        self._recorder.set_calls(records)
-        turn.live = ()
-        self._emit_tools(turn)
-        if turn.stopping:
-            self._finish(self._stopped(turn), "")
-            return
-        turn.rounds += 1
-        text = reply.rounds[-1].text if reply.rounds else ""
-        turn.messages.append(ChatMessage("assistant", text, tool_calls=tuple(
-            ToolCall(c.id, c.name, c.arguments) for c in records)))
-        turn.messages += [ChatMessage("tool", c.result, tool_call_id=c.id, name=c.name) for c in records]
-        self._generate(turn)
-
-    def _round_ended_in_calls(self, turn: _Turn, result: GenerationResult) -> None:
-        """The model asked for tools: run them (after asking), or say the message used its rounds."""
-        assert self._tools is not None and turn.offer is not None
-        turn.last = result
-        placeholders = tuple(ToolCallRecord(c.id, c.name, c.arguments, result=NOT_RUN, status="not_run")
-                             for c in result.tool_calls)
-        self._recorder.end_round(result, placeholders)
-        limit = self._settings.tool_rounds_max
-        if turn.rounds >= limit:
-            self._emit_tools(turn)
-            rounds = f"{limit} round{'s' if limit != 1 else ''}"
-            why = (f"The model asked for tools again after {rounds}, the most one message may use "
-                   "(Settings → Tools), so they were not run.")
-            self._recorder.add_note(why)
-            self._finish(replace(result, text="", drafted_runs=(), reasoning=""), why)
-            return
-        turn.stage = Stage.CALLING
-        self._tools.run(result.tool_calls, turn.offer, self._result_chars())
-
-    def _stopped(self, turn: _Turn) -> GenerationResult | None:
-        """How a reply stopped between rounds ends: as stopped, with the last round's figures."""
-        if turn.last is None:
-            return None
-        return replace(turn.last, text="", drafted_runs=(), reasoning="", tool_calls=(),
-                       finish_reason=FinishReason.CANCELLED)
-
-    def _result_chars(self) -> int:
-        """The most characters of one tool result the model reads: about half its context window."""
-        info = self._engine.state.info
-        n_ctx = info.n_ctx if info is not None else 4096
-        return max(2000, n_ctx * 3 // 2)
-
-    def _emit_tools(self, turn: _Turn) -> None:
-        reply = self._recorder.reply
-        if reply is None:
-            return
-        tools = reply.tools
-        if turn.live and tools.rounds:
-            tools = ReplyTools((*tools.rounds[:-1], replace(tools.rounds[-1], calls=turn.live)), tools.notes)
-        emit(self.tools_changed, turn.conversation_id, tools)
+        self.tools.begin(turn)
 
     def _finish(self, result: GenerationResult | None, why: str = "") -> None:
         """End the reply: keep its text with its statistics, then tell the window."""
-        turn, self._turn = self._turn, None
-        if turn is not None and turn.stage is Stage.CALLING and self._tools is not None:
-            self._tools.cancel()
-        emit(self.tool_activity, "")
+        self.tools.end()
         reply, problem = self._recorder.end(result)
         if reply is None:
             return
@@ -669,12 +456,8 @@ class ChatSession(QObject):
             emit(self.text_streamed, reply.conversation_id, event.event, runs)
         elif isinstance(event, Finished):
             log.info("reply finished: %s", event.result.stats.summary())
-            turn, result = self._turn, event.result
-            if (turn is not None and turn.offer is not None and result.tool_calls
-                    and result.finish_reason is FinishReason.TOOL_CALLS):
-                self._round_ended_in_calls(turn, result)
-                return
-            self._finish(result)
+            if not self.tools.round_ended(event.result):
+                self._finish(event.result)
         elif isinstance(event, Failed):
             log.warning("reply failed: %s", event.failure)
             self._finish(None, sentence(event.failure, Audience.WINDOW, log_path=self._engine.log_path))

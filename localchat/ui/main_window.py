@@ -468,7 +468,7 @@ class MainWindow(QMainWindow):
     def _on_settings_action_triggered(self) -> None:
         values = {o.name: self._settings.get(o.name) for o in OPTIONS}
         dialog = SettingsDialog(OPTIONS, values, self, token=self.hub_token, tools=self.tool_servers,
-                                tools_note=self.session.tools_availability().reason)
+                                tools_note=self.session.tools.availability().reason)
         if dialog.exec():
             self.apply_settings(dialog.changed_values())
 
