@@ -45,7 +45,8 @@ from localchat.chat import (
     export,
     prompt_turns,
 )
-from localchat.chat.attachments import Attachment, budget_tokens, estimate_tokens, inline
+from localchat.chat.attachments import Attachment
+from localchat.chat.titles import NEW_CHAT, first_message_title, title_from
 from localchat.engine.types import (
     ChatMessage,
     EngineConfig,
@@ -54,6 +55,7 @@ from localchat.engine.types import (
 )
 from localchat.host.events import Failed, Finished, JobEvent, Phase, Tokens
 from localchat.host.failure_words import Audience, sentence
+from localchat.services.attachment_budget import AttachmentBudget
 from localchat.services.chat_options import ChatOptions
 from localchat.services.chat_tools import ChatTools, Turn
 from localchat.services.engine_port import WINDOW, EnginePort
@@ -71,7 +73,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NO_MODEL = "Load a model first: open a GGUF file or choose one in the model manager."
-NEW_CHAT = "New chat"  # the title of a chat written before its first message, until that names it
 
 
 def _message(turn: PromptTurn) -> ChatMessage:
@@ -113,6 +114,7 @@ class ChatSession(QObject):
         self.model = LoadedModel(engine, settings, presets, model_name, self)  # its names, its preset
         self.tools = ChatTools(engine, settings, self.options, self.model, self._recorder, mcp,
                                current=lambda: self._current, set_options=self.set_chat_options, parent=self)
+        self._attachments = AttachmentBudget(store, engine, settings, self.options, self.model)
         self._connect_signals()
 
     def _connect_signals(self) -> None:
@@ -313,7 +315,7 @@ class ChatSession(QObject):
             return False
         notes: tuple[str, ...] = ()
         if attachments:
-            inlined = inline(text, attachments, self._attachment_budget(text))
+            inlined = self._attachments.inline(self._current, text, attachments)
             text, notes = inlined.text, inlined.notes
         if not self._send_text(text):
             return False
@@ -321,29 +323,18 @@ class ChatSession(QObject):
             emit(self.notice, " ".join(notes))
         return True
 
-    def _attachment_budget(self, text: str) -> int:
-        """Tokens attached files may take in the next message of the current chat: the loaded context
-        (the one loading, else the setting) less the chat so far, the typed text and the reply."""
-        state = self._engine.state
-        n_ctx = (state.info.n_ctx if state.info is not None
-                 else state.config.n_ctx if state.config is not None else self._settings.context_length)
-        cid = self._current
-        held = self.system_prompt(cid) + text
-        if cid is not None:
-            held += "".join(m.content for m in self._store.messages(cid))
-        _temperature, max_tokens = self.options.reply_settings(cid, self.model.reader())
-        return budget_tokens(n_ctx, estimate_tokens(held), max_tokens)
-
     def _send_text(self, text: str) -> bool:
         cid = self._current
         if cid is None:
-            cid = self._create(_title_from(text))
+            cid = self._create(title_from(text))
             if cid is None:
                 return False
             self._current = cid
             self.tools.chat_written()
         else:
-            self._title_from_first_message(cid, text)
+            title = first_message_title(self._store, cid, text)
+            if title is not None:  # a failed rename is a notice; the message still goes
+                self._write(lambda: self._store.rename(cid, title), changed=True)
         editing = self._editing is not None
         if self._editing is not None and not self._drop_from(self._editing):
             return False
@@ -479,17 +470,6 @@ class ChatSession(QObject):
             emit(self.conversations_changed)
         return True
 
-    def _title_from_first_message(self, cid: int, text: str) -> None:
-        """A chat written before its first message (a system prompt typed first) was titled "New chat"
-        and kept that title after the reply: its first message names it, as any new chat's does."""
-        try:
-            untitled = self._store.get(cid).title.strip() in ("", NEW_CHAT)
-            if not untitled or self._store.messages(cid):
-                return
-        except ChatStoreError:
-            return
-        self._write(lambda: self._store.rename(cid, _title_from(text)), changed=True)
-
     def _create(self, title: str) -> int | None:
         created: list[int] = []
         ok = self._write(lambda: created.append(self._store.create(title).id), changed=True)
@@ -514,7 +494,3 @@ class ChatSession(QObject):
             return True
         return self._write(lambda: self._store.delete_messages_from(messages[start].id))
 
-
-def _title_from(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else NEW_CHAT
-    return line if len(line) <= 48 else line[:47].rstrip() + "…"
