@@ -41,17 +41,14 @@ from localchat.chat import (
     ConversationStore,
     ExportError,
     NotFoundError,
-    PromptTurn,
     export,
     prompt_turns,
 )
 from localchat.chat.attachments import Attachment
 from localchat.chat.titles import NEW_CHAT, first_message_title, title_from
 from localchat.engine.types import (
-    ChatMessage,
     EngineConfig,
     GenerationResult,
-    ToolCall,
 )
 from localchat.host.events import Failed, Finished, JobEvent, Phase, Tokens
 from localchat.host.failure_words import Audience, sentence
@@ -62,7 +59,8 @@ from localchat.services.engine_port import WINDOW, EnginePort
 from localchat.services.loaded_model import LoadedModel
 from localchat.services.qt_signals import emit
 from localchat.services.reply_recorder import ReplyRecorder
-from localchat.services.shown import ReplyEnd, ReplyStart, ShownMessage, shown
+from localchat.services.requests import chat_message
+from localchat.services.shown import ReplyEnd, ReplyStart, ShownMessage, shown, shown_messages
 from localchat.settings import InvalidValueError, Value
 
 if TYPE_CHECKING:
@@ -73,12 +71,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NO_MODEL = "Load a model first: open a GGUF file or choose one in the model manager."
-
-
-def _message(turn: PromptTurn) -> ChatMessage:
-    calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in turn.tool_calls)
-    return ChatMessage(turn.role, turn.content, tool_calls=calls, tool_call_id=turn.tool_call_id,
-                       name=turn.name)
 
 
 class ChatSession(QObject):
@@ -160,21 +152,8 @@ class ChatSession(QObject):
         the view streams (``reply_text``).
         """
         reply = self._recorder.reply
-        hidden = {reply.message_id, reply.replaces} if reply is not None else set()
-        every = self._store.messages(conversation_id, every=True)
-        groups: dict[int, list[int]] = {}
-        for m in every:
-            if m.variant_group is not None and m.id not in hidden:
-                groups.setdefault(m.variant_group, []).append(m.id)
-        listed: list[ShownMessage] = []
-        for m in every:
-            if not m.shown or m.id in hidden or m.role not in ("user", "assistant"):
-                continue
-            if m.role == "assistant" and not m.content.strip() and not m.tools:
-                continue
-            ids = groups.get(m.variant_group, [m.id]) if m.variant_group is not None else [m.id]
-            listed.append(shown(m, (ids.index(m.id) + 1, len(ids))))
-        return listed
+        hidden = (reply.message_id, reply.replaces) if reply is not None else ()
+        return shown_messages(self._store.messages(conversation_id, every=True), hidden)
 
     def switch_variant(self, message_id: int, step: int) -> bool:
         """Show the answer ``step`` places after (or before) this one among the answers to its message.
@@ -407,7 +386,7 @@ class ChatSession(QObject):
         history = [m for m in self._store.messages(cid) if m.id != replaces]
         turns = prompt_turns(self.system_prompt(cid) or self.model.system_prompt, history)
         temperature, max_tokens = self.options.reply_settings(cid, self.model.reader())
-        turn = Turn(cid, [_message(t) for t in turns], temperature, max_tokens,
+        turn = Turn(cid, [chat_message(t) for t in turns], temperature, max_tokens,
                     resume=self._resume_speculation)
         self._resume_speculation = False
         self._recorder.begin(cid, self.model.target_name or self.model.config_name, replaces)
