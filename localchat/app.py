@@ -369,10 +369,10 @@ def build_main_window(
     window.suggestion.model_requested.connect(models.open_suggested)
     client.state_changed.connect(models.observe)
     window.hub_token = HubTokenService(parent=window)
-    server = ApiServerSwitch(settings, client.supervisor, window.status.set_server, window.show_notice)
+    server = ApiServerSwitch(settings, client.supervisor, window.status.set_server, window.page.show_notice)
     messages = [*settings.load_messages, *tools.load_messages, *presets.load_messages]
     if messages:
-        window.show_notice(" ".join(messages))
+        window.page.show_notice(" ".join(messages))
     last = settings.last_model_path
     if autoload and last and Path(last).is_file():
         draft = settings.last_draft_path or None

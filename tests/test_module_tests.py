@@ -71,6 +71,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "localchat.chat.prompt": ("chat/test_prompt.py", "chat/test_tool_rounds.py"),
     "localchat.chat.rounds": ("chat/test_tool_rounds.py", "ui/test_tool_blocks.py"),
     "localchat.chat.store": ("chat/test_store.py", "chat/test_kill.py"),
+    "localchat.chat.titles": ("chat/test_titles.py",),
     "localchat.settings.drafter_kind": ("catalog/test_library.py", "settings/test_options.py"),
     "localchat.settings.folders": ("catalog/test_cli_models.py", "ui/test_main_window.py"),
     "localchat.settings.options": ("settings/test_options.py", "settings/test_toml_file.py"),

@@ -114,13 +114,13 @@ def main() -> int:
             time.sleep(0.002)
 
     window.load_model(args.model)
-    wait(lambda: window.engine_info is not None, 300)
+    wait(lambda: window.engine.state.info is not None, 300)
     for i in range(args.replies):
         drawn.append([])
         window.new_conversation()
         window.send_message(PROMPTS[i % len(PROMPTS)])
-        wait(lambda: window.generating, 30)
-        wait(lambda: not window.generating, 600)
+        wait(lambda: window.session.generating, 30)
+        wait(lambda: not window.session.generating, 600)
     client.shutdown()
 
     produced = [json.loads(line) for line in engine_rows.read_text().splitlines()]

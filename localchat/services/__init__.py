@@ -5,7 +5,9 @@
   host/events.py's objects as the engine process sent them.
 - ``ChatSession`` (chat_session.py): the conversations' life (send, regenerate, edit,
   stop, every write to the store); signals reply_started, text_streamed, reply_finished,
-  notice and conversations_changed. ``ReplyRecorder`` saves a reply as it streams.
+  notice and conversations_changed. ``ReplyRecorder`` saves a reply as it streams;
+  ``LoadedModel`` (loaded_model.py) is the loaded model's names and preset, ``ChatTools``
+  (chat_tools.py) a reply's rounds and each chat's tools.
 - main_thread.py: ``on_main``, the one way back to the GUI thread.
 - ``SettingsService`` (settings_service.py): settings with changed(name, value),
   saved at once; ``load_messages`` for the window to show.

@@ -10,11 +10,9 @@ fails is a sentence, never a lost message). The engine's state is the
 engine's (``EnginePort.state``): the session keeps none of it, and after a
 crash the engine's supervisor starts it again when the next reply asks.
 
-With tool servers (``mcp``), a reply may take several rounds: the chat's tools go to the model with
-the message (once the servers it needs have started), a reply that ends in tool calls hands them to
-the ``ToolLoop`` (which asks the user and runs them), and their results go back to the model in the
-next round, at most ``tool_rounds_max`` rounds a message. The rounds are kept with the reply as they
-happen (ReplyRecorder), and Stop ends whichever part is running: the round, the question, the calls.
+A reply's rounds (with tool servers, the model's tool calls between them) and each chat's choice of
+tools are ``tools`` (services.ChatTools, with its own signals); the loaded model's names and preset
+are ``model`` (services.LoadedModel).
 
 Signals (all on the GUI thread)::
 
@@ -24,20 +22,13 @@ Signals (all on the GUI thread)::
     reply_finished(ReplyEnd)             the text, the result (None if it failed), a sentence, and the
                                          stored message's id and place among its answers
     notice(str)                          a sentence for the user (an empty one clears it)
-    round_started(int)                   the model starts writing round N (1, 2, ...) of the reply
-    tools_changed(int, ReplyTools)       the reply's tool rounds as they stand (calls asked, running)
-    tool_ask(ToolAsk)                    the user is asked whether a call may run (``answer_tool``)
-    tool_ask_withdrawn()                 that question is withdrawn (Stop)
-    tool_activity(str)                   what the tools are doing, for the status bar ("" when nothing)
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,83 +41,36 @@ from localchat.chat import (
     ConversationStore,
     ExportError,
     NotFoundError,
-    PromptTurn,
     export,
     prompt_turns,
 )
-from localchat.chat.attachments import Attachment, budget_tokens, estimate_tokens, inline
-from localchat.chat.rounds import ReplyTools, ToolCallRecord
+from localchat.chat.attachments import Attachment
+from localchat.chat.titles import NEW_CHAT, first_message_title, title_from
 from localchat.engine.types import (
-    ChatMessage,
     EngineConfig,
-    FinishReason,
     GenerationResult,
-    Tool,
-    ToolCall,
 )
-from localchat.host.events import EngineState, Failed, Finished, JobEvent, Phase, Tokens
+from localchat.host.events import Failed, Finished, JobEvent, Phase, Tokens
 from localchat.host.failure_words import Audience, sentence
+from localchat.services.attachment_budget import AttachmentBudget
 from localchat.services.chat_options import ChatOptions
+from localchat.services.chat_tools import ChatTools, Turn
 from localchat.services.engine_port import WINDOW, EnginePort
+from localchat.services.loaded_model import LoadedModel
 from localchat.services.qt_signals import emit
 from localchat.services.reply_recorder import ReplyRecorder
-from localchat.services.requests import build_request
-from localchat.services.shown import ReplyEnd, ReplyStart, ShownMessage, shown
-from localchat.services.tool_loop import ToolAnswer, ToolLoop
-from localchat.settings import InvalidValueError, OptionReader, Value
-from localchat.settings.presets import PRESET_OPTIONS, ModelPreset, PresetReader
+from localchat.services.requests import chat_message
+from localchat.services.shown import ReplyEnd, ReplyStart, ShownMessage, shown, shown_messages
+from localchat.settings import InvalidValueError, Value
 
 if TYPE_CHECKING:
-    from localchat.services.mcp_service import McpService, ToolOffer
+    from localchat.services.mcp_service import McpService
     from localchat.services.model_presets import ModelPresets
     from localchat.services.settings_service import SettingsService
 
 log = logging.getLogger(__name__)
 
 NO_MODEL = "Load a model first: open a GGUF file or choose one in the model manager."
-NOT_RUN = "Not run: the reply ended before this call ran."
-NEW_CHAT = "New chat"  # the title of a chat written before its first message, until that names it
-
-
-class Stage(enum.Enum):
-    STARTING = "starting"  # the tool servers it needs are starting
-    WRITING = "writing"  # the model writes a round
-    CALLING = "calling"  # the round's tool calls are asked about and run
-
-
-@dataclass
-class _Turn:
-    """The reply being written, as the engine and the tools see it."""
-
-    conversation_id: int
-    messages: list[ChatMessage]
-    temperature: float
-    max_tokens: int
-    stage: Stage = Stage.WRITING
-    offer: ToolOffer | None = None
-    ticket: int = 0
-    rounds: int = 0  # rounds whose calls ran
-    stopping: bool = False
-    last: GenerationResult | None = None  # the last round's result (its figures end a stopped reply)
-    resume: bool = False
-    live: tuple[ToolCallRecord, ...] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
-class ToolsAvailability:
-    """Whether a chat offers tools: ``available`` (there is anything to offer, to a model that can use
-    it), ``on`` (the chat's choice), and the sentence that says why not."""
-
-    available: bool
-    on: bool
-    reason: str = ""
-    servers: int = 0
-
-
-def _message(turn: PromptTurn) -> ChatMessage:
-    calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in turn.tool_calls)
-    return ChatMessage(turn.role, turn.content, tool_calls=calls, tool_call_id=turn.tool_call_id,
-                       name=turn.name)
 
 
 class ChatSession(QObject):
@@ -135,11 +79,6 @@ class ChatSession(QObject):
     text_streamed = Signal(int, object, object)
     reply_finished = Signal(object)
     notice = Signal(str)
-    round_started = Signal(int)
-    tools_changed = Signal(int, object)
-    tool_ask = Signal(object)
-    tool_ask_withdrawn = Signal()
-    tool_activity = Signal(str)
 
     def __init__(
         self,
@@ -159,30 +98,21 @@ class ChatSession(QObject):
         self._engine = engine
         self._settings = settings
         self.options = ChatOptions(store, settings, max_tokens)
-        self.model_name = model_name
         self._current: int | None = None
         self._recorder = ReplyRecorder(store, clock, self)
         self._editing: int | None = None  # the user message a send replaces (with all after it)
         # The user turned speculation on since the last reply: a chat that paused it tries again.
         self._resume_speculation = False
-        self.mcp = mcp
-        self.presets = presets  # the models' own system prompt, sampling and context (None: no presets)
-        self._tools = ToolLoop(mcp, self) if mcp is not None else None
-        self._turn: _Turn | None = None
-        self._new_chat_tools: bool | None = None  # the Tools button's choice for a chat not yet written
+        self.model = LoadedModel(engine, settings, presets, model_name, self)  # its names, its preset
+        self.tools = ChatTools(engine, settings, self.options, self.model, self._recorder, mcp,
+                               current=lambda: self._current, set_options=self.set_chat_options, parent=self)
+        self._attachments = AttachmentBudget(store, engine, settings, self.options, self.model)
         self._connect_signals()
 
     def _connect_signals(self) -> None:
-        self._engine.state_changed.connect(self._on_engine_state_changed)
         self._engine.job_event.connect(self._on_engine_job_event)
         self._settings.changed.connect(self._on_settings_changed)
-        if self.mcp is not None and self._tools is not None:
-            self.mcp.tools_ready.connect(self._on_mcp_tools_ready)
-            self._tools.ask.connect(self.tool_ask)
-            self._tools.ask_withdrawn.connect(self.tool_ask_withdrawn)
-            self._tools.activity.connect(self.tool_activity)
-            self._tools.calls_changed.connect(self._on_tools_calls_changed)
-            self._tools.round_done.connect(self._on_tools_round_done)
+        self.tools.ended.connect(self._finish)
 
     # -- state ------------------------------------------------------------------------
 
@@ -210,53 +140,6 @@ class ChatSession(QObject):
     def editing(self) -> bool:
         return self._editing is not None
 
-    @property
-    def target_name(self) -> str:
-        """The loaded target's name as the window shows it (catalog name and quantization)."""
-        info = self._engine.state.info
-        return self.model_name(info.target.path) if info is not None else ""
-
-    @property
-    def draft_name(self) -> str:
-        """The loaded draft model's name as the window shows it; "" when there is none."""
-        info = self._engine.state.info
-        return self.model_name(info.draft.path) if info is not None and info.draft is not None else ""
-
-    # -- the loaded model's preset ------------------------------------------------------
-
-    @property
-    def model_id(self) -> str:
-        """The id of the model loaded (or loading), as the API and the presets name it; "" if none."""
-        config = self._engine.state.config
-        if config is None or self.presets is None:
-            return ""
-        return self.presets.model_id(config.target_path)
-
-    @property
-    def active_preset(self) -> ModelPreset | None:
-        """The preset of the model loaded (or loading); None when it has none."""
-        return self.presets.for_id(self.model_id) if self.presets is not None and self.model_id else None
-
-    def reader(self) -> OptionReader:
-        """The settings a reply is written with: the loaded model's preset over the app's settings."""
-        return PresetReader(self._settings, self.active_preset)
-
-    def _preset_prompt(self) -> str:
-        preset = self.active_preset
-        return preset.system_prompt if preset is not None else ""
-
-    def preset_from_current(self) -> ModelPreset:
-        """The settings a reply in the current chat is written with now, as a preset for the loaded
-        model: sampling (the chat's own temperature and reply length where it has them), the context
-        length loaded, and the chat's system prompt (else the model's preset's)."""
-        reader = self.reader()
-        temperature, length = self.options.reply_settings(self._current, reader)
-        info = self._engine.state.info
-        values: dict[str, Value] = {name: reader.get(name) for name in PRESET_OPTIONS}
-        values.update(temperature=temperature, max_reply_tokens=length,
-                      context_length=info.n_ctx if info is not None else reader.context_length)
-        return ModelPreset(values, self.system_prompt() or self._preset_prompt())
-
     # -- conversations ----------------------------------------------------------------
 
     def conversations(self, search: str = "") -> list[Conversation]:
@@ -269,21 +152,8 @@ class ChatSession(QObject):
         the view streams (``reply_text``).
         """
         reply = self._recorder.reply
-        hidden = {reply.message_id, reply.replaces} if reply is not None else set()
-        every = self._store.messages(conversation_id, every=True)
-        groups: dict[int, list[int]] = {}
-        for m in every:
-            if m.variant_group is not None and m.id not in hidden:
-                groups.setdefault(m.variant_group, []).append(m.id)
-        listed: list[ShownMessage] = []
-        for m in every:
-            if not m.shown or m.id in hidden or m.role not in ("user", "assistant"):
-                continue
-            if m.role == "assistant" and not m.content.strip() and not m.tools:
-                continue
-            ids = groups.get(m.variant_group, [m.id]) if m.variant_group is not None else [m.id]
-            listed.append(shown(m, (ids.index(m.id) + 1, len(ids))))
-        return listed
+        hidden = (reply.message_id, reply.replaces) if reply is not None else ()
+        return shown_messages(self._store.messages(conversation_id, every=True), hidden)
 
     def switch_variant(self, message_id: int, step: int) -> bool:
         """Show the answer ``step`` places after (or before) this one among the answers to its message.
@@ -370,41 +240,6 @@ class ChatSession(QObject):
             checked = kept | checked
         return self._write(lambda: self._store.set_options(conversation_id, checked))
 
-    # -- tools ----------------------------------------------------------------------------
-
-    def tools_availability(self, conversation_id: int | None = None) -> ToolsAvailability:
-        """Whether the chat (the current one by default) offers tools, and why not when it cannot."""
-        cid = self._current if conversation_id is None else conversation_id
-        on = self.options.tools_on(cid) if cid is not None else (
-            self._new_chat_tools if self._new_chat_tools is not None else self._settings.tools_in_chats)
-        if self.mcp is None:
-            return ToolsAvailability(False, on, "")
-        self.mcp.reload_if_changed()  # mcp.json edited by hand since: a stat, then the file if it changed
-        servers = len(self.mcp.enabled)
-        if not servers:
-            return ToolsAvailability(False, on, "No tool server is switched on: add one in Settings → Tools.")
-        info = self._engine.state.info
-        if info is not None and not info.target.tool_use and not self._settings.tools_for_untrained_models:
-            return ToolsAvailability(False, on, (
-                f"{self.target_name} was not trained to call tools: its chat template has none. "
-                "Settings → Tools can offer them anyway."), servers)
-        return ToolsAvailability(True, on, "", servers)
-
-    def set_chat_tools(self, on: bool) -> bool:
-        """Turn tools on or off for the current chat (for a new chat: once it is written)."""
-        cid = self._current
-        if cid is None:
-            self._new_chat_tools = on
-            return True
-        own = self.options.values(cid)
-        own["tools_in_chats"] = on
-        return self._write(lambda: self._store.set_options(cid, own))
-
-    def answer_tool(self, call_id: str, answer: ToolAnswer) -> None:
-        """The user's answer to ``tool_ask``: run once, always for this tool, or deny."""
-        if self._tools is not None:
-            self._tools.answer(call_id, answer)
-
     def export(self, conversation_id: int, kind: str, path: Path) -> str:
         """Write a chat to ``path`` as ``kind`` ("markdown" or "json"); "" when done, else a sentence.
 
@@ -459,7 +294,7 @@ class ChatSession(QObject):
             return False
         notes: tuple[str, ...] = ()
         if attachments:
-            inlined = inline(text, attachments, self._attachment_budget(text))
+            inlined = self._attachments.inline(self._current, text, attachments)
             text, notes = inlined.text, inlined.notes
         if not self._send_text(text):
             return False
@@ -467,31 +302,18 @@ class ChatSession(QObject):
             emit(self.notice, " ".join(notes))
         return True
 
-    def _attachment_budget(self, text: str) -> int:
-        """Tokens attached files may take in the next message of the current chat: the loaded context
-        (the one loading, else the setting) less the chat so far, the typed text and the reply."""
-        state = self._engine.state
-        n_ctx = (state.info.n_ctx if state.info is not None
-                 else state.config.n_ctx if state.config is not None else self._settings.context_length)
-        cid = self._current
-        held = self.system_prompt(cid) + text
-        if cid is not None:
-            held += "".join(m.content for m in self._store.messages(cid))
-        _temperature, max_tokens = self.options.reply_settings(cid, self.reader())
-        return budget_tokens(n_ctx, estimate_tokens(held), max_tokens)
-
     def _send_text(self, text: str) -> bool:
         cid = self._current
         if cid is None:
-            cid = self._create(_title_from(text))
+            cid = self._create(title_from(text))
             if cid is None:
                 return False
             self._current = cid
-            if self._new_chat_tools is not None:
-                self.set_chat_tools(self._new_chat_tools)
-                self._new_chat_tools = None
+            self.tools.chat_written()
         else:
-            self._title_from_first_message(cid, text)
+            title = first_message_title(self._store, cid, text)
+            if title is not None:  # a failed rename is a notice; the message still goes
+                self._write(lambda: self._store.rename(cid, title), changed=True)
         editing = self._editing is not None
         if self._editing is not None and not self._drop_from(self._editing):
             return False
@@ -554,14 +376,7 @@ class ChatSession(QObject):
         if not self.generating:
             return
         log.info("stop requested")
-        turn = self._turn
-        if turn is not None and turn.stage is Stage.CALLING and self._tools is not None:
-            turn.stopping = True
-            self._tools.cancel()
-        elif turn is not None and turn.stage is Stage.STARTING:
-            turn.ticket = -1
-            self._finish(self._stopped(turn), "")
-        else:
+        if not self.tools.cancel():
             self._engine.cancel()
 
     # -- replies --------------------------------------------------------------------
@@ -569,129 +384,18 @@ class ChatSession(QObject):
     def _start_reply(self, cid: int, *, replaces: int | None = None,
                      user_message: ShownMessage | None = None) -> None:
         history = [m for m in self._store.messages(cid) if m.id != replaces]
-        turns = prompt_turns(self.system_prompt(cid) or self._preset_prompt(), history)
-        temperature, max_tokens = self.options.reply_settings(cid, self.reader())
-        turn = _Turn(cid, [_message(t) for t in turns], temperature, max_tokens,
-                     resume=self._resume_speculation)
+        turns = prompt_turns(self.system_prompt(cid) or self.model.system_prompt, history)
+        temperature, max_tokens = self.options.reply_settings(cid, self.model.reader())
+        turn = Turn(cid, [chat_message(t) for t in turns], temperature, max_tokens,
+                    resume=self._resume_speculation)
         self._resume_speculation = False
-        self._turn = turn
-        self._recorder.begin(cid, self.target_name or self._config_name(), replaces)
+        self._recorder.begin(cid, self.model.target_name or self.model.config_name, replaces)
         emit(self.reply_started, ReplyStart(cid, user_message))
-        tools = self.tools_availability(cid)
-        if self.mcp is not None and tools.available and tools.on:
-            turn.stage = Stage.STARTING
-            if not self.mcp.all_running():
-                emit(self.tool_activity, "Starting tool servers…")
-            self.mcp.timeout_s = float(self._settings.tool_timeout_s)
-            turn.ticket = self.mcp.prepare()
-        else:
-            self._generate(turn)
-
-    def _generate(self, turn: _Turn) -> None:
-        """Send the turn's next round to the engine."""
-        offered = turn.offer.tools if turn.offer is not None else ()
-        request = build_request(
-            self.reader(),
-            turn.messages,
-            speculation_enabled=self._settings.speculation,
-            max_tokens=turn.max_tokens,
-            temperature=turn.temperature,
-            session=str(turn.conversation_id),  # adaptive speculation learns per conversation
-            resume_speculation=turn.resume,
-            tools=[Tool(t.name, t.spec.description, t.spec.schema) for t in offered],
-            separate_reasoning=True,
-        )
-        turn.resume = False
-        turn.stage = Stage.WRITING
-        emit(self.round_started, turn.rounds + 1)
-        self._engine.generate(request)
-
-    def _on_mcp_tools_ready(self, ticket: int, offer: ToolOffer) -> None:
-        turn = self._turn
-        if turn is None or turn.stage is not Stage.STARTING or ticket != turn.ticket:
-            return
-        for note in offer.notes:
-            self._recorder.add_note(note)
-        turn.offer = offer if offer.tools else None
-        emit(self.tool_activity, "")
-        self._emit_tools(turn)
-        self._generate(turn)
-
-    def _on_tools_calls_changed(self, records: tuple[ToolCallRecord, ...]) -> None:
-        turn = self._turn
-        if turn is not None and turn.stage is Stage.CALLING:
-            turn.live = records
-            self._emit_tools(turn)
-
-    def _on_tools_round_done(self, records: tuple[ToolCallRecord, ...]) -> None:
-        turn = self._turn
-        reply = self._recorder.reply
-        if turn is None or reply is None or turn.stage is not Stage.CALLING:
-            return
-        self._recorder.set_calls(records)
-        turn.live = ()
-        self._emit_tools(turn)
-        if turn.stopping:
-            self._finish(self._stopped(turn), "")
-            return
-        turn.rounds += 1
-        text = reply.rounds[-1].text if reply.rounds else ""
-        turn.messages.append(ChatMessage("assistant", text, tool_calls=tuple(
-            ToolCall(c.id, c.name, c.arguments) for c in records)))
-        turn.messages += [ChatMessage("tool", c.result, tool_call_id=c.id, name=c.name) for c in records]
-        self._generate(turn)
-
-    def _round_ended_in_calls(self, turn: _Turn, result: GenerationResult) -> None:
-        """The model asked for tools: run them (after asking), or say the message used its rounds."""
-        assert self._tools is not None and turn.offer is not None
-        turn.last = result
-        placeholders = tuple(ToolCallRecord(c.id, c.name, c.arguments, result=NOT_RUN, status="not_run")
-                             for c in result.tool_calls)
-        self._recorder.end_round(result, placeholders)
-        limit = self._settings.tool_rounds_max
-        if turn.rounds >= limit:
-            self._emit_tools(turn)
-            rounds = f"{limit} round{'s' if limit != 1 else ''}"
-            why = (f"The model asked for tools again after {rounds}, the most one message may use "
-                   "(Settings → Tools), so they were not run.")
-            self._recorder.add_note(why)
-            self._finish(replace(result, text="", drafted_runs=(), reasoning=""), why)
-            return
-        turn.stage = Stage.CALLING
-        self._tools.run(result.tool_calls, turn.offer, self._result_chars())
-
-    def _stopped(self, turn: _Turn) -> GenerationResult | None:
-        """How a reply stopped between rounds ends: as stopped, with the last round's figures."""
-        if turn.last is None:
-            return None
-        return replace(turn.last, text="", drafted_runs=(), reasoning="", tool_calls=(),
-                       finish_reason=FinishReason.CANCELLED)
-
-    def _result_chars(self) -> int:
-        """The most characters of one tool result the model reads: about half its context window."""
-        info = self._engine.state.info
-        n_ctx = info.n_ctx if info is not None else 4096
-        return max(2000, n_ctx * 3 // 2)
-
-    def _emit_tools(self, turn: _Turn) -> None:
-        reply = self._recorder.reply
-        if reply is None:
-            return
-        tools = reply.tools
-        if turn.live and tools.rounds:
-            tools = ReplyTools((*tools.rounds[:-1], replace(tools.rounds[-1], calls=turn.live)), tools.notes)
-        emit(self.tools_changed, turn.conversation_id, tools)
-
-    def _config_name(self) -> str:
-        config = self._engine.state.config
-        return self.model_name(config.target_path) if config is not None else ""
+        self.tools.begin(turn)
 
     def _finish(self, result: GenerationResult | None, why: str = "") -> None:
         """End the reply: keep its text with its statistics, then tell the window."""
-        turn, self._turn = self._turn, None
-        if turn is not None and turn.stage is Stage.CALLING and self._tools is not None:
-            self._tools.cancel()
-        emit(self.tool_activity, "")
+        self.tools.end()
         reply, problem = self._recorder.end(result)
         if reply is None:
             return
@@ -710,14 +414,6 @@ class ChatSession(QObject):
 
     # -- engine slots -----------------------------------------------------------------
 
-    def _on_engine_state_changed(self, state: EngineState) -> None:
-        config = state.config
-        if state.phase is Phase.READY and config is not None:
-            if config.target_path != self._settings.last_model_path:
-                self._settings.set("last_model_path", config.target_path)
-            if (config.draft_path or "") != self._settings.last_draft_path:
-                self._settings.set("last_draft_path", config.draft_path or "")
-
     def _on_engine_job_event(self, event: JobEvent) -> None:
         if event.source != WINDOW or self._recorder.reply is None:
             return
@@ -730,12 +426,8 @@ class ChatSession(QObject):
             emit(self.text_streamed, reply.conversation_id, event.event, runs)
         elif isinstance(event, Finished):
             log.info("reply finished: %s", event.result.stats.summary())
-            turn, result = self._turn, event.result
-            if (turn is not None and turn.offer is not None and result.tool_calls
-                    and result.finish_reason is FinishReason.TOOL_CALLS):
-                self._round_ended_in_calls(turn, result)
-                return
-            self._finish(result)
+            if not self.tools.round_ended(event.result):
+                self._finish(event.result)
         elif isinstance(event, Failed):
             log.warning("reply failed: %s", event.failure)
             self._finish(None, sentence(event.failure, Audience.WINDOW, log_path=self._engine.log_path))
@@ -756,17 +448,6 @@ class ChatSession(QObject):
         if changed:
             emit(self.conversations_changed)
         return True
-
-    def _title_from_first_message(self, cid: int, text: str) -> None:
-        """A chat written before its first message (a system prompt typed first) was titled "New chat"
-        and kept that title after the reply: its first message names it, as any new chat's does."""
-        try:
-            untitled = self._store.get(cid).title.strip() in ("", NEW_CHAT)
-            if not untitled or self._store.messages(cid):
-                return
-        except ChatStoreError:
-            return
-        self._write(lambda: self._store.rename(cid, _title_from(text)), changed=True)
 
     def _create(self, title: str) -> int | None:
         created: list[int] = []
@@ -792,7 +473,3 @@ class ChatSession(QObject):
             return True
         return self._write(lambda: self._store.delete_messages_from(messages[start].id))
 
-
-def _title_from(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else NEW_CHAT
-    return line if len(line) <= 48 else line[:47].rstrip() + "…"

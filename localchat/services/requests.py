@@ -1,9 +1,11 @@
-"""Settings plus a chat turn into the engine's request and load configuration."""
+"""Settings plus a chat turn into the engine's request and load configuration, and a prompt's turns
+into the engine's messages."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from localchat.chat import PromptTurn
 from localchat.engine.types import (
     ChatMessage,
     DrafterKind,
@@ -12,8 +14,16 @@ from localchat.engine.types import (
     SamplingParams,
     SpeculationConfig,
     Tool,
+    ToolCall,
 )
 from localchat.settings import OptionReader, folders
+
+
+def chat_message(turn: PromptTurn) -> ChatMessage:
+    """One turn of a chat's prompt (``chat.prompt_turns``) as the engine's message, its tool calls too."""
+    calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in turn.tool_calls)
+    return ChatMessage(turn.role, turn.content, tool_calls=calls, tool_call_id=turn.tool_call_id,
+                       name=turn.name)
 
 
 def build_request(

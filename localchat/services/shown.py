@@ -1,9 +1,10 @@
-"""What the window shows of a chat: stored messages, a reply's start and end (the typed changes
-ChatSession emits), and a reply's statistics as the store keeps them."""
+"""What the window shows of a chat: stored messages (``shown_messages``), a reply's start and end
+(the typed changes ChatSession emits), and a reply's statistics as the store keeps them."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,3 +99,22 @@ def shown(message: Message, variant: tuple[int, int] = (1, 1)) -> ShownMessage:
         message.role, message.content, stats, reason, runs, message.complete,
         model if isinstance(model, str) else "", message.id, variant, message.tools, message.reasoning,
     )
+
+
+def shown_messages(every: Sequence[Message], hidden: Collection[int | None] = ()) -> list[ShownMessage]:
+    """The user and assistant messages the chat view shows of a chat's rows (``every=True``): the shown
+    answer of each message with its place among the answers, empty replies without tools left out, and
+    ``hidden`` rows (the reply being written and the answer it replaces) neither shown nor counted."""
+    groups: dict[int, list[int]] = {}
+    for m in every:
+        if m.variant_group is not None and m.id not in hidden:
+            groups.setdefault(m.variant_group, []).append(m.id)
+    listed: list[ShownMessage] = []
+    for m in every:
+        if not m.shown or m.id in hidden or m.role not in ("user", "assistant"):
+            continue
+        if m.role == "assistant" and not m.content.strip() and not m.tools:
+            continue
+        ids = groups.get(m.variant_group, [m.id]) if m.variant_group is not None else [m.id]
+        listed.append(shown(m, (ids.index(m.id) + 1, len(ids))))
+    return listed

@@ -11,7 +11,7 @@ The model's reply ended in tool calls (``FinishReason.TOOL_CALLS``). For each ca
 
 Approved calls run while the next is asked about. When every call of the round has a result,
 ``round_done`` gives them (``ToolCallRecord``s, with exactly what goes back to the model), and the
-session sends the next round. ``cancel`` (Stop) withdraws the question and cancels running calls
+session's ChatTools sends the next round. ``cancel`` (Stop) withdraws the question and cancels running calls
 (each server is told); ``calls_changed`` tells the window each step, for the folded blocks.
 """
 

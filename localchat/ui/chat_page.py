@@ -1,11 +1,19 @@
 """The chat page of the main window: the chat's system prompt, the conversation, a notice line, the
-suggestion line, the message box, its attached files and its buttons, laid out; the window connects them."""
+suggestion line, the message box, its attached files and its buttons, laid out; the window connects them.
+
+The page also owns the files attached to the next message (``attachments``): picked with Attach… or
+dropped on the message box, read off the GUI thread (services.AttachmentReader), shown as chips that
+✕ removes; a file that cannot be attached is a sentence in the notice line, and the others go.
+"""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QToolButton, QVBoxLayout, QWidget
 
+from localchat.chat.attachments import Attachment
+from localchat.services.attachment_reader import AttachmentReader
+from localchat.ui import dialogs
 from localchat.ui.attachment_chips import AttachmentChips
 from localchat.ui.chat_view import ChatView
 from localchat.ui.composer import Composer
@@ -60,6 +68,37 @@ class ChatPage(QWidget):
         for widget in (self.notice, self.suggestion, self.composer, self.chips):
             layout.addWidget(widget)
         layout.addLayout(buttons)
+
+        self.attachments: list[Attachment] = []  # the files going with the next message
+        self.attachment_reader = AttachmentReader(self)  # reads them off the GUI thread
+        self.composer.files_dropped.connect(self.attach_files)
+        self.attach_button.clicked.connect(lambda: self.attach_files(dialogs.ask_attachments(self.window())))
+        self.chips.removed.connect(self.remove_attachment)
+        self.attachment_reader.done.connect(self._on_attachments_read)
+
+    def attach_files(self, paths: list[str]) -> None:
+        """Read each file for the next message (off the GUI thread; chips appear when read)."""
+        if paths:
+            self.attachment_reader.read(paths)
+            self.composer.setFocus()
+
+    def remove_attachment(self, index: int) -> None:
+        if 0 <= index < len(self.attachments):
+            self.set_attachments(self.attachments[:index] + self.attachments[index + 1:])
+
+    def set_attachments(self, attachments: list[Attachment]) -> None:
+        self.attachments = attachments
+        self.chips.set_attachments(attachments)
+        self.composer.allow_empty = bool(attachments)
+
+    def _on_attachments_read(self, read: list[Attachment], problems: list[str]) -> None:
+        """Add the files read as chips; one that cannot be attached is a sentence, the rest go."""
+        attached = list(self.attachments)
+        for attachment in read:
+            if not any(a.path == attachment.path for a in attached):
+                attached.append(attachment)
+        self.set_attachments(attached)
+        self.show_notice(" ".join(problems))
 
     def show_notice(self, text: str) -> None:
         """One sentence under the chat (an error, or what just happened); empty hides it."""

@@ -23,23 +23,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from localchat.chat.attachments import Attachment
-from localchat.engine.types import EngineInfo
 from localchat.host.events import EngineState, Phase
 from localchat.host.failure_words import Audience, dropped_workers_sentence, sentence
-from localchat.services.attachment_reader import AttachmentReader
 from localchat.services.chat_options import DIALOG_OPTIONS
 from localchat.services.chat_session import ChatSession
 from localchat.services.engine_port import EnginePort
-from localchat.services.requests import build_engine_config
 from localchat.services.shown import ReplyEnd, ReplyStart
 from localchat.settings import OPTIONS
-from localchat.settings.presets import PresetReader
 from localchat.ui import dialogs, formatting
 from localchat.ui.chat_page import ChatPage
 from localchat.ui.chat_settings_dialog import ChatSettingsDialog
 from localchat.ui.chat_view import display_message
 from localchat.ui.menus import WindowMenus
+from localchat.ui.presets_wiring import PresetsWiring
 from localchat.ui.settings_dialog import SettingsDialog, TokenKeeper
 from localchat.ui.sidebar import ConversationItem, ConversationSidebar
 from localchat.ui.status_bar import SpeculationStatusBar
@@ -87,12 +83,9 @@ class MainWindow(QMainWindow):
         self.sidebar = ConversationSidebar(self)
         page = ChatPage(self)
         self.chat_view, self.composer, self.system_prompt = page.chat_view, page.composer, page.system_prompt
-        self.notice, self.suggestion, self._page = page.notice, page.suggestion, page
+        self.notice, self.suggestion, self.page = page.notice, page.suggestion, page
         self.send_button, self.stop_button = page.send_button, page.stop_button
         self.regenerate_button, self.edit_button = page.regenerate_button, page.edit_button
-        self.attach_button, self.chips = page.attach_button, page.chips
-        self.attachments: list[Attachment] = []  # the files going with the next message
-        self.attachment_reader = AttachmentReader(self)  # reads them off the GUI thread
         self.welcome = WelcomePanel(STARTER_DESCRIPTION, self)
         self.status = SpeculationStatusBar(engine.memory_bytes, self)
         self.setStatusBar(self.status)
@@ -110,6 +103,8 @@ class MainWindow(QMainWindow):
         self.menus = WindowMenus(self, self._settings.speculation)
         self.menus.name_shortcuts(self.regenerate_button, self.edit_button, self.sidebar.new_button,
                                   self.sidebar.search)
+        self.presets = PresetsWiring(self, session, engine, self.menus, self.system_prompt,
+                                     self.page.show_notice)
         self.stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         self.status.set_speculation_enabled(self._settings.speculation)
         self.chat_view.set_colour_drafted(self._settings.colour_accepted_tokens)
@@ -127,7 +122,7 @@ class MainWindow(QMainWindow):
         session.reply_started.connect(self._on_session_reply_started)
         session.text_streamed.connect(self._on_session_text_streamed)
         session.reply_finished.connect(self._on_session_reply_finished)
-        session.notice.connect(self.show_notice)
+        session.notice.connect(self.page.show_notice)
         self.engine.state_changed.connect(self._on_engine_state_changed)
         self.engine.job_event.connect(self.status.show_job_event)
 
@@ -140,10 +135,6 @@ class MainWindow(QMainWindow):
 
         self.composer.submitted.connect(self.send_message)
         self.composer.edit_last_requested.connect(self.edit_last)
-        self.composer.files_dropped.connect(self.attach_files)
-        self.attach_button.clicked.connect(lambda: self.attach_files(dialogs.ask_attachments(self)))
-        self.chips.removed.connect(self.remove_attachment)
-        self.attachment_reader.done.connect(self._on_attachments_read)
         self.send_button.clicked.connect(self.composer.submit)
         self.stop_button.clicked.connect(session.cancel)
         self.regenerate_button.clicked.connect(session.regenerate)
@@ -158,7 +149,7 @@ class MainWindow(QMainWindow):
         self.status.speculation_toggled.connect(self._on_speculation_toggled)
         settings: Any = self._settings
         settings.changed.connect(self._on_settings_changed)
-        settings.save_failed.connect(self.show_notice)
+        settings.save_failed.connect(self.page.show_notice)
 
         self.welcome.starter_requested.connect(self.starter_requested)
         self.welcome.catalog_requested.connect(self.model_manager_requested)
@@ -173,26 +164,14 @@ class MainWindow(QMainWindow):
         menus.manager_action.triggered.connect(self.model_manager_requested)
         menus.benchmark_action.triggered.connect(self._on_benchmark_action_triggered)
         menus.settings_action.triggered.connect(self._on_settings_action_triggered)
-        menus.log_folder_action.triggered.connect(lambda: self.show_notice(dialogs.open_log_folder()))
+        menus.log_folder_action.triggered.connect(lambda: self.page.show_notice(dialogs.open_log_folder()))
         menus.search_action.triggered.connect(self._on_search_action_triggered)
         menus.regenerate_action.triggered.connect(session.regenerate)
         menus.edit_action.triggered.connect(self.edit_last)
         menus.speculation_action.toggled.connect(self._on_speculation_toggled)
-        menus.save_preset_action.triggered.connect(self.save_preset)
-        menus.clear_preset_action.triggered.connect(self.clear_preset)
-        if session.presets is not None:
-            session.presets.changed.connect(lambda _id: self._update_buttons())
         self.stop_shortcut.activated.connect(self._on_stop_shortcut_activated)
 
     # -- public -----------------------------------------------------------------------
-
-    @property
-    def generating(self) -> bool:
-        return self.session.generating
-
-    @property
-    def engine_info(self) -> EngineInfo | None:
-        return self.engine.state.info
 
     def show_welcome(self, show: bool) -> None:
         page = self.welcome if show else self.pages.widget(0)
@@ -203,71 +182,20 @@ class MainWindow(QMainWindow):
         """Say, in a dialog that does not block, that the chat history was set aside and where it is."""
         self.history_dialog = dialogs.history_recovered_dialog(self, headline, details)
 
-    def show_notice(self, text: str) -> None:
-        """One sentence under the chat (an error, or what just happened); empty hides it."""
-        self._page.show_notice(text)
-
     def load_model(self, target_path: str, draft_path: str | None = None) -> None:
         """Ask the engine to load ``target_path`` (with a drafter); the window stays usable."""
-        preset = self.session.presets.for_path(target_path) if self.session.presets is not None else None
-        # The model's preset (its context length) over the app's settings.
-        self.session.load_model(build_engine_config(PresetReader(self._settings, preset), target_path,
-                                                    draft_path))
+        self.session.load_model(self.session.model.config_for(target_path, draft_path))
         self._update_buttons()
 
     def send_message(self, text: str) -> None:
         """Send ``text`` (and the attached files) in the current chat; the typed text and the files stay
         if it could not be sent."""
-        if self.attachment_reader.reading:
-            self.show_notice("Still reading the attached files: send again in a moment.")
+        if self.page.attachment_reader.reading:
+            self.page.show_notice("Still reading the attached files: send again in a moment.")
             return
-        if self.session.send(text, self.attachments):
+        if self.session.send(text, self.page.attachments):
             self.composer.clear()
-            self._set_attachments([])
-
-    def attach_files(self, paths: list[str]) -> None:
-        """Read each file for the next message (off the GUI thread; chips appear when read)."""
-        if paths:
-            self.attachment_reader.read(paths)
-            self.composer.setFocus()
-
-    def _on_attachments_read(self, read: list[Attachment], problems: list[str]) -> None:
-        """Add the files read as chips; one that cannot be attached is a sentence, the rest go."""
-        attached = list(self.attachments)
-        for attachment in read:
-            if not any(a.path == attachment.path for a in attached):
-                attached.append(attachment)
-        self._set_attachments(attached)
-        self.show_notice(" ".join(problems))
-
-    def remove_attachment(self, index: int) -> None:
-        if 0 <= index < len(self.attachments):
-            self._set_attachments(self.attachments[:index] + self.attachments[index + 1:])
-
-    def _set_attachments(self, attachments: list[Attachment]) -> None:
-        self.attachments = attachments
-        self.chips.set_attachments(attachments)
-        self.composer.allow_empty = bool(attachments)
-
-    def save_preset(self) -> None:
-        """Keep the settings the current chat's replies are written with as the loaded model's preset."""
-        presets, model_id = self.session.presets, self.session.model_id
-        if presets is None or not model_id or self.engine.state.info is None:
-            self.show_notice("Load a model first: a preset is kept for the model that is loaded.")
-            return
-        preset = self.session.preset_from_current()
-        problem = presets.save(model_id, preset)
-        self.show_notice(problem or (
-            f"Saved as the preset of {self.session.target_name}: {preset.summary()}. It applies whenever "
-            "this model loads (the context length from the next load)."))
-
-    def clear_preset(self) -> None:
-        presets, model_id = self.session.presets, self.session.model_id
-        if presets is None or not model_id:
-            return
-        problem = presets.clear(model_id)
-        self.show_notice(problem or f"{self.session.target_name} uses the app's settings again "
-                                    "(its context length from the next load).")
+            self.page.set_attachments([])
 
     def edit_last(self) -> None:
         text = self.session.edit_last()
@@ -276,8 +204,8 @@ class MainWindow(QMainWindow):
     def edit_message(self, message_id: int) -> None:
         """Put one of the user's messages in the box; sending it continues the chat from there."""
         text = self.session.edit_message(message_id)
-        if text is None and self.generating:
-            self.show_notice("Wait for the reply, or stop it, before editing a message.")
+        if text is None and self.session.generating:
+            self.page.show_notice("Wait for the reply, or stop it, before editing a message.")
         self._edit(text, "Editing your message: send it to replace it and all after it (Esc cancels).")
 
     def _edit(self, text: str | None, notice: str) -> None:
@@ -285,7 +213,7 @@ class MainWindow(QMainWindow):
             return
         self.composer.setPlainText(text)
         self.composer.setFocus()
-        self.show_notice(notice)
+        self.page.show_notice(notice)
 
     def new_conversation(self) -> None:
         self.session.new_conversation()
@@ -301,7 +229,7 @@ class MainWindow(QMainWindow):
         target = dialogs.ask_export_path(self, title, kind)
         if target is not None:
             problem = self.session.export(conversation_id, kind, target)
-            self.show_notice(problem or f"Exported “{title}” to {target}.")
+            self.page.show_notice(problem or f"Exported “{title}” to {target}.")
 
     def export_current(self, kind: str) -> None:
         if self.session.current_id is not None:
@@ -330,20 +258,15 @@ class MainWindow(QMainWindow):
         try:
             self._settings.set_many(changed)
         except ValueError as exc:
-            self.show_notice(str(exc))
+            self.page.show_notice(str(exc))
             return
         notes = []
         restart = [o.label for o in OPTIONS if o.name in changed and o.needs_restart]
         if restart and self.engine.state.info is not None:
             notes.append(f"{', '.join(restart)}: takes effect when a model is next loaded.")
-        preset = self.session.active_preset
-        overridden = [o.label for o in OPTIONS if o.name in changed and preset is not None
-                      and o.name in preset.values]
-        if overridden:
-            notes.append(f"{', '.join(overridden)}: {self.session.target_name}'s preset sets its own "
-                         "(Models → Clear this model's preset to use the app's).")
-        if notes:
-            self.show_notice(" ".join(notes))
+        notes.append(self.presets.overridden_note(changed))
+        if any(notes):
+            self.page.show_notice(" ".join(n for n in notes if n))
 
     # -- session and engine slots -----------------------------------------------------
 
@@ -351,11 +274,11 @@ class MainWindow(QMainWindow):
         if start.user_message is not None and start.conversation_id == self.session.current_id and (
                 self.chat_view.messages or self.chat_view.streaming_text is not None):
             self.chat_view.add_message(display_message(start.user_message))
-            self.chat_view.begin_reply(self.session.target_name or "Assistant")
+            self.chat_view.begin_reply(self.session.model.target_name or "Assistant")
         else:
             self._show_conversation(start.conversation_id)
         self.status.generation_started()
-        self.show_notice("")
+        self.page.show_notice("")
         self._update_buttons()
 
     def _on_session_text_streamed(self, conversation_id: int, event: Any, runs: tuple[int, ...]) -> None:
@@ -383,30 +306,28 @@ class MainWindow(QMainWindow):
             notices.append(formatting.paused_sentence(result.speculation.speedup))
         elif result is not None and result.speculation.active and self.status.speculation_enabled:
             notices.append(result.speculation.reason)  # why it drafts by lookup alone, if it does
-        self.show_notice(" ".join(n for n in notices if n))
+        self.page.show_notice(" ".join(n for n in notices if n))
         self._update_buttons()
 
     def _on_engine_state_changed(self, state: EngineState) -> None:
         config = state.config
-        name = self.session.target_name or (self.session.model_name(config.target_path) if config else "")
-        self.status.show_state(state, name, self.session.draft_name)
+        model = self.session.model
+        name = model.target_name or (model.model_name(config.target_path) if config else "")
+        self.status.show_state(state, name, model.draft_name)
         changed, self._phase = state.phase is not self._phase, state.phase
         if state.phase is Phase.LOADING:
             self.show_welcome(False)
             if state.dropped_workers:
-                self.show_notice(dropped_workers_sentence(state.dropped_workers))
+                self.page.show_notice(dropped_workers_sentence(state.dropped_workers))
             elif changed and state.failure is None:
-                self.show_notice("")
+                self.page.show_notice("")
         elif changed and state.failure is not None and state.phase in (Phase.FAILED, Phase.STOPPED):
             words = sentence(state.failure, Audience.WINDOW, log_path=self.engine.log_path)
-            self.show_notice(words)
+            self.page.show_notice(words)
             if state.phase is Phase.FAILED:
                 self.welcome.show_message(words)
         elif state.phase is Phase.READY:
             self.show_welcome(False)
-            preset = self.session.active_preset
-            if changed and preset is not None and state.failure is None:
-                self.show_notice(f"{name} loaded with its preset: {preset.summary()}.")
         self._update_buttons()
 
     # -- widget slots -----------------------------------------------------------------
@@ -437,12 +358,12 @@ class MainWindow(QMainWindow):
         dialog.deleteLater()
 
     def _on_stop_shortcut_activated(self) -> None:
-        if self.generating:
+        if self.session.generating:
             self.session.cancel()
         elif self.session.editing:
             self.session.stop_editing()
             self.composer.clear()
-            self.show_notice("")
+            self.page.show_notice("")
 
     def _on_chat_view_variant_requested(self, message_id: int, step: int) -> None:
         if self.session.switch_variant(message_id, step):
@@ -471,7 +392,7 @@ class MainWindow(QMainWindow):
     def _on_settings_action_triggered(self) -> None:
         values = {o.name: self._settings.get(o.name) for o in OPTIONS}
         dialog = SettingsDialog(OPTIONS, values, self, token=self.hub_token, tools=self.tool_servers,
-                                tools_note=self.session.tools_availability().reason)
+                                tools_note=self.session.tools.availability().reason)
         if dialog.exec():
             self.apply_settings(dialog.changed_values())
 
@@ -487,27 +408,15 @@ class MainWindow(QMainWindow):
     # -- helpers ----------------------------------------------------------------------
 
     def _update_buttons(self) -> None:
-        busy, has_chat = self.generating, self.session.current_id is not None
-        self._page.set_busy(busy, has_chat)
+        busy, has_chat = self.session.generating, self.session.current_id is not None
+        self.page.set_busy(busy, has_chat)
         self.tools.refresh()
         for action in (self.menus.regenerate_action, self.menus.edit_action):
             action.setEnabled(not busy and has_chat)
-        loaded = self.engine.state.info is not None and self.session.presets is not None
-        self.menus.save_preset_action.setEnabled(loaded)
-        self.menus.clear_preset_action.setEnabled(loaded and self.session.active_preset is not None)
-        self._show_preset_prompt()
+        self.presets.refresh()
         for action in (self.menus.export_markdown_action, self.menus.export_json_action,
                        self.menus.chat_settings_action):
             action.setEnabled(has_chat)
-
-    def _show_preset_prompt(self) -> None:
-        """The system prompt box says, while empty, that the model's preset gives one."""
-        preset = self.session.active_preset
-        prompt = preset.system_prompt.strip() if preset is not None else ""
-        shown = prompt if len(prompt) <= 80 else prompt[:79] + "…"
-        self.system_prompt.setPlaceholderText(
-            f"System prompt for this chat (empty: the model's preset, “{shown}”)" if prompt
-            else "System prompt for this chat (optional)")
 
     def _show_current(self) -> None:
         if self.session.current_id is not None:
@@ -518,7 +427,7 @@ class MainWindow(QMainWindow):
         self.system_prompt.setText(self.session.system_prompt(conversation_id))
         if self.session.reply_conversation_id == conversation_id:
             text, runs = self.session.reply_text
-            self.chat_view.begin_reply(self.session.target_name or "Assistant")
+            self.chat_view.begin_reply(self.session.model.target_name or "Assistant")
             self.chat_view.append_reply(text, runs)
 
     def _refresh_conversations(self) -> None:

@@ -4,8 +4,9 @@ the chat as they happen.
 
 The Tools button turns tools on or off for the chat shown ("Tools: on" / "Tools: off"); it is
 greyed, with the reason in its tooltip, where there is nothing to offer (no tool server switched on,
-or a model whose chat template has no tools). Questions come one at a time from the session
-(services.ToolLoop) and are answered with the dialog's three buttons; Stop withdraws the open one.
+or a model whose chat template has no tools). Questions come one at a time from the session's
+``tools`` (services.ChatTools, through its ToolLoop) and are answered with the dialog's three
+buttons; Stop withdraws the open one.
 """
 
 from __future__ import annotations
@@ -36,20 +37,20 @@ class ToolsWiring(QObject):
         self.refresh()
 
     def _connect_signals(self) -> None:
-        session = self.session
-        session.tool_ask.connect(self._on_session_tool_ask)
-        session.tool_ask_withdrawn.connect(self._on_session_tool_ask_withdrawn)
-        session.tool_activity.connect(self.status.show_tool_activity)
-        session.tools_changed.connect(self._on_session_tools_changed)
-        session.round_started.connect(self.status.set_round)
-        session.reply_finished.connect(self._on_session_reply_finished)
+        tools = self.session.tools
+        tools.ask.connect(self._on_tools_ask)
+        tools.ask_withdrawn.connect(self._on_tools_ask_withdrawn)
+        tools.activity.connect(self.status.show_tool_activity)
+        tools.changed.connect(self._on_tools_changed)
+        tools.round_started.connect(self.status.set_round)
+        self.session.reply_finished.connect(self._on_session_reply_finished)
         self.button.clicked.connect(self._on_button_clicked)
-        if session.mcp is not None:
-            session.mcp.servers_changed.connect(self.refresh)
+        if tools.mcp is not None:
+            tools.mcp.servers_changed.connect(self.refresh)
 
     def refresh(self) -> None:
         """The Tools button for the chat shown: on, off, or greyed with why."""
-        state = self.session.tools_availability()
+        state = self.session.tools.availability()
         self.button.setEnabled(state.available)
         self.button.setChecked(state.available and state.on)
         # said in words: a checked button looks much like an unchecked one in the dark theme
@@ -65,10 +66,10 @@ class ToolsWiring(QObject):
         self.button.setToolTip(tip)
 
     def _on_button_clicked(self, checked: bool) -> None:
-        self.session.set_chat_tools(checked)
+        self.session.tools.set_for_chat(checked)
         self.refresh()
 
-    def _on_session_tool_ask(self, ask: ToolAsk) -> None:
+    def _on_tools_ask(self, ask: ToolAsk) -> None:
         dialog = ToolConfirmDialog(ask, self._parent)
         dialog.answered.connect(self._on_dialog_answered)
         dialog.finished.connect(dialog.deleteLater)
@@ -77,18 +78,18 @@ class ToolsWiring(QObject):
 
     def _on_dialog_answered(self, call_id: str, answer: ToolAnswer) -> None:
         self.dialog = None
-        self.session.answer_tool(call_id, answer)
+        self.session.tools.answer(call_id, answer)
 
-    def _on_session_tool_ask_withdrawn(self) -> None:
+    def _on_tools_ask_withdrawn(self) -> None:
         dialog, self.dialog = self.dialog, None
         if dialog is not None:
             dialog.withdraw()
 
-    def _on_session_tools_changed(self, conversation_id: int, tools: Any) -> None:
+    def _on_tools_changed(self, conversation_id: int, tools: Any) -> None:
         if conversation_id == self.session.current_id:
             self.view.set_live_tools(tools)
 
     def _on_session_reply_finished(self, _end: object) -> None:
-        self._on_session_tool_ask_withdrawn()
+        self._on_tools_ask_withdrawn()
         self.status.show_tool_activity("")
         self.refresh()

@@ -366,7 +366,7 @@ def test_each_reply_keeps_the_catalog_name_of_the_model_that_wrote_it(
 ) -> None:
     s = ChatSession(store, engine, settings, clock=clock)
     s.load_model(EngineConfig("/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"))
-    assert s.target_name == "Qwen2.5-Coder 1.5B Instruct · Q4_K_M"  # not the GGUF's general.name
+    assert s.model.target_name == "Qwen2.5-Coder 1.5B Instruct · Q4_K_M"  # not the GGUF's general.name
     assert s.send("hi")
     engine.stream("partial")
     assert s.current_id is not None

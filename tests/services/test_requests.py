@@ -36,3 +36,16 @@ def test_workers_setting_reaches_the_engine_config() -> None:
     config = build_engine_config(settings, "/m/target.gguf")
     assert config.rpc_servers == ("10.0.0.5:50052", "box.local:50053")
     assert build_engine_config(Settings(), "/m/target.gguf").rpc_servers == ()
+
+
+def test_a_prompt_turn_with_tool_calls_becomes_the_engines_message() -> None:
+    from localchat.chat.prompt import PromptTurn
+    from localchat.chat.rounds import ToolCallRecord
+    from localchat.services.requests import chat_message
+
+    call = ToolCallRecord("c1", "add", '{"a": 1}')
+    message = chat_message(PromptTurn("assistant", "Let me add.", tool_calls=(call,)))
+    assert (message.role, message.content) == ("assistant", "Let me add.")
+    assert [(c.id, c.name, c.arguments) for c in message.tool_calls] == [("c1", "add", '{"a": 1}')]
+    result = chat_message(PromptTurn("tool", "2", tool_call_id="c1", name="add"))
+    assert (result.tool_call_id, result.name, result.tool_calls) == ("c1", "add", ())

@@ -7,7 +7,7 @@ from pathlib import Path
 from localchat.chat import ConversationStore
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import FinishReason, GenerationResult, SpeculationState
-from localchat.services.shown import shown, stats_json
+from localchat.services.shown import shown, shown_messages, stats_json
 
 
 def test_statistics_round_trip_through_the_store(tmp_path: Path) -> None:
@@ -31,3 +31,17 @@ def test_what_cannot_be_read_back_is_left_out(tmp_path: Path) -> None:
                                                                "finish_reason": "exploded", "model": 3})
         message = shown(row)
     assert message.stats is None and message.finish_reason is None and message.model == ""
+
+
+
+def test_the_chat_view_lists_the_shown_answers_and_leaves_the_reply_being_written_out(tmp_path: Path) -> None:
+    with ConversationStore(tmp_path / "c.sqlite3") as store:
+        cid = store.create("t").id
+        store.add_message(cid, "user", "q")
+        first = store.add_message(cid, "assistant", "a1")
+        second = store.add_message(cid, "assistant", "a2", variant_of=first.id)
+        store.add_message(cid, "assistant", "   ")  # an empty reply without tools is not shown
+        listed = shown_messages(store.messages(cid, every=True))
+        assert [(m.content, m.variant) for m in listed] == [("q", (1, 1)), ("a2", (2, 2))]
+        writing = shown_messages(store.messages(cid, every=True), (second.id,))
+        assert [(m.content, m.variant) for m in writing] == [("q", (1, 1))]  # neither shown nor counted

@@ -100,7 +100,7 @@ def test_engine_killed_mid_reply_keeps_history_and_recovers(
         with qtbot.waitSignal(engine.state_changed, timeout=30_000,
                               check_params_cb=lambda s: s.phase is Phase.STOPPED):
             os.kill(pid, signal.SIGKILL)
-        assert not w.generating
+        assert not w.session.generating
         assert "stopped unexpectedly" in w.notice.text()
         assert "Traceback" not in w.notice.text()
         messages = parts.store.messages(w.session.current_id)
@@ -130,7 +130,7 @@ def test_history_and_model_survive_an_app_restart(qtbot, tmp_path: Path, smollm2
         # The view renders Markdown (a blank line is a paragraph break): compare words, not spacing.
         shown = " ".join(second.window.chat_view.toPlainText().split())
         assert " ".join(reply.split())[:20] in shown
-        qtbot.waitUntil(lambda: second.window.engine_info is not None, timeout=LOAD_MS)
+        qtbot.waitUntil(lambda: second.window.engine.state.info is not None, timeout=LOAD_MS)
     finally:
         _close(second)
 
@@ -143,4 +143,4 @@ def test_a_broken_model_file_shows_a_sentence(qtbot, app: AppParts, tmp_path: Pa
         app.window.load_model(str(fake))
     text = app.window.notice.text()
     assert text and "Traceback" not in text and "\n" not in text
-    assert app.window.engine_info is None
+    assert app.window.engine.state.info is None

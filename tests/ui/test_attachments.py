@@ -40,17 +40,17 @@ def test_the_attach_button_adds_chips_and_send_inlines_the_files(
     code.write_text("print(sorted([3, 1, 2]))\n")
     pdf = write_pdf(tmp_path / "paper.pdf", ["Drafts are verified in one pass"])
     monkeypatch.setattr(dialogs, "ask_attachments", lambda _parent: [str(code), str(pdf)])
-    qtbot.mouseClick(w.attach_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: len(w.attachments) == 2)  # read off the GUI thread
-    assert w.chips.isVisible() and w.chips.names() == ["sort.py", "paper.pdf"]
-    assert w.chips.chips[0].findChild(QLabel, "chip_size").text() == "1 line"  # type: ignore[union-attr]
+    qtbot.mouseClick(w.page.attach_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(w.page.attachments) == 2)  # read off the GUI thread
+    assert w.page.chips.isVisible() and w.page.chips.names() == ["sort.py", "paper.pdf"]
+    assert w.page.chips.chips[0].findChild(QLabel, "chip_size").text() == "1 line"  # type: ignore[union-attr]
 
     qtbot.keyClicks(w.composer, "What does this print?")
     qtbot.keyClick(w.composer, Qt.Key.Key_Return)
     sent = _sent(parts)
     assert sent == ("What does this print?\n\nsort.py:\n```python\nprint(sorted([3, 1, 2]))\n```"
                     "\n\npaper.pdf:\n```\nDrafts are verified in one pass\n```")
-    assert not w.chips.isVisible() and w.attachments == [] and w.composer.toPlainText() == ""
+    assert not w.page.chips.isVisible() and w.page.attachments == [] and w.composer.toPlainText() == ""
     conversation = parts.store.list_conversations()[0]
     assert parts.store.messages(conversation.id)[0].content == sent  # stored as sent
     assert conversation.title == "What does this print?"
@@ -72,14 +72,14 @@ def test_files_dropped_on_the_message_box_are_attached_and_can_be_removed(
     drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
                       Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(w.composer.viewport(), drop)
-    qtbot.waitUntil(lambda: len(w.attachments) == 2)
-    assert w.chips.names() == ["a.txt", "b.md"]
+    qtbot.waitUntil(lambda: len(w.page.attachments) == 2)
+    assert w.page.chips.names() == ["a.txt", "b.md"]
     assert w.composer.toPlainText() == ""  # the paths were not typed in
 
-    remove = w.chips.chips[0].findChild(QToolButton, "chip_remove")
+    remove = w.page.chips.chips[0].findChild(QToolButton, "chip_remove")
     assert remove is not None
     qtbot.mouseClick(remove, Qt.MouseButton.LeftButton)
-    assert w.chips.names() == ["b.md"]
+    assert w.page.chips.names() == ["b.md"]
     # A file alone may be sent, without typed text.
     qtbot.keyClick(w.composer, Qt.Key.Key_Return)
     assert _sent(parts) == "b.md:\n```markdown\n# beta\n```"
@@ -91,9 +91,9 @@ def test_a_binary_file_is_refused_with_a_sentence_and_the_rest_attached(
     binary, text = tmp_path / "photo.jpg", tmp_path / "notes.txt"
     binary.write_bytes(b"\xff\xd8\xff\xe0\0\x10JFIF\0" + bytes(range(256)))
     text.write_text("keep me\n")
-    w.attach_files([str(binary), str(text)])
-    qtbot.waitUntil(lambda: not w.attachment_reader.reading)
-    assert w.chips.names() == ["notes.txt"]
+    w.page.attach_files([str(binary), str(text)])
+    qtbot.waitUntil(lambda: not w.page.attachment_reader.reading)
+    assert w.page.chips.names() == ["notes.txt"]
     assert w.notice.isVisible() and "photo.jpg is not a text file" in w.notice.text()
 
 
@@ -103,11 +103,11 @@ def test_a_file_too_big_for_the_context_is_cut_with_a_sentence(
     n_ctx = parts.engine.state.info.n_ctx  # type: ignore[union-attr]
     big = tmp_path / "server.log"
     big.write_text("".join(f"request {i:06d} served\n" for i in range(n_ctx)))  # 22 chars a line
-    w.attach_files([str(big)])
+    w.page.attach_files([str(big)])
     # Sent before the file was read (its answer comes through the event loop, which has not run): it waits.
     w.send_message("Any errors?")
-    assert "Still reading the attached files" in w.notice.text() and not w.generating
-    qtbot.waitUntil(lambda: len(w.attachments) == 1)
+    assert "Still reading the attached files" in w.notice.text() and not w.session.generating
+    qtbot.waitUntil(lambda: len(w.page.attachments) == 1)
     qtbot.keyClicks(w.composer, "Any errors?")
     qtbot.keyClick(w.composer, Qt.Key.Key_Return)
     sent = _sent(parts)

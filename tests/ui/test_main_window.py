@@ -39,13 +39,13 @@ def test_send_streams_and_stores_the_reply(qtbot, parts: AppParts, tmp_path: Pat
     assert w.pages.currentWidget() is not w.welcome
     qtbot.keyClicks(w.composer, "Hello there")
     qtbot.keyClick(w.composer, Qt.Key.Key_Return)
-    assert w.generating
+    assert w.session.generating
     assert engine.requests[-1].messages[-1].content == "Hello there"
     engine.stream("Hi! ")
     engine.stream("Here is `code`.")
     assert w.chat_view.streaming_text == "Hi! Here is `code`."
     engine.finish()
-    assert not w.generating
+    assert not w.session.generating
     conversation = parts.store.list_conversations()[0]
     assert conversation.title == "Hello there"
     assert [m.role for m in parts.store.messages(conversation.id)] == ["user", "assistant"]
@@ -60,7 +60,7 @@ def test_shift_enter_is_a_newline(qtbot, parts: AppParts, tmp_path: Path) -> Non
     qtbot.keyClick(w.composer, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
     qtbot.keyClicks(w.composer, "two")
     assert w.composer.toPlainText() == "one\ntwo"
-    assert not w.generating
+    assert not w.session.generating
 
 
 def test_stop_keeps_the_partial_reply(qtbot, parts: AppParts, tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_stop_keeps_the_partial_reply(qtbot, parts: AppParts, tmp_path: Path) ->
     w.composer.setFocus()
     qtbot.keyClick(w.composer, Qt.Key.Key_Escape)
     assert engine.cancelled == 1
-    assert not w.generating
+    assert not w.session.generating
     messages = parts.store.messages(w.session.current_id)
     assert messages[-1].content == "1 2 3"
     assert not messages[-1].complete
@@ -134,7 +134,7 @@ def test_engine_death_keeps_partial_reply_and_next_message_restarts(parts: AppPa
     w.send_message("tell me")
     engine.stream("partial")
     engine.die(-9)
-    assert not w.generating
+    assert not w.session.generating
     assert "exit code -9" in w.notice.text() and "next message starts a new engine" in w.notice.text()
     assert "Traceback" not in w.notice.text()
     assert [m.content for m in parts.store.messages(w.session.current_id)] == ["tell me", "partial"]
@@ -152,7 +152,7 @@ def test_load_failure_shows_a_sentence(parts: AppParts, tmp_path: Path) -> None:
     engine.fail_next_load = "The file fake.gguf is not a GGUF model."
     parts.window.load_model(str(tmp_path / "fake.gguf"))
     assert parts.window.notice.text() == "The file fake.gguf is not a GGUF model."
-    assert parts.window.engine_info is None
+    assert parts.window.engine.state.info is None
 
 
 def test_sidebar_rename_delete_search(parts: AppParts, tmp_path: Path) -> None:
@@ -262,9 +262,9 @@ def test_a_locked_history_keeps_the_typed_text(qtbot, parts: AppParts, tmp_path:
         other.close()
     assert w.composer.toPlainText() == "Do not lose me"
     assert w.notice.text() == "Could not save the chat: the chat history is in use by another localchat."
-    assert not w.generating and engine.requests == []
+    assert not w.session.generating and engine.requests == []
     w.send_button.click()
-    assert w.composer.toPlainText() == "" and w.generating
+    assert w.composer.toPlainText() == "" and w.session.generating
 
 
 def test_help_opens_the_log_folder(qtbot, parts: AppParts, monkeypatch, tmp_path: Path) -> None:
@@ -439,7 +439,7 @@ def test_keyboard_shortcuts_are_on_the_menus_and_work(qtbot, parts: AppParts, tm
     w.composer.setFocus()
     requests = len(engine.requests)
     qtbot.keyClick(w.composer, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
-    assert len(engine.requests) == requests + 1 and w.generating  # regenerate
+    assert len(engine.requests) == requests + 1 and w.session.generating  # regenerate
     engine.finish()
     qtbot.keyClick(w.composer, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
     assert w.composer.toPlainText() == "Second?" and w.session.editing

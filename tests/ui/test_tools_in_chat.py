@@ -58,7 +58,7 @@ def test_a_call_is_confirmed_run_and_its_result_goes_back(qtbot, tmp_path: Path)
         assert w.status.last_reply_label.text().startswith("Round 1: ")
         engine.stream("6 × 7 = 42.")
         engine.finish()
-        assert not w.generating and not w.status.tool_label.isVisible()
+        assert not w.session.generating and not w.status.tool_label.isVisible()
 
         reply = _reply(parts)
         assert reply.content == "6 × 7 = 42." and reply.complete
@@ -197,7 +197,7 @@ def test_stop_ends_a_hung_call_and_the_reply(qtbot, tmp_path: Path) -> None:
         qtbot.waitUntil(lambda: w.status.tool_label.text() == "Running wait (faulty)…", timeout=WAIT_MS)
         started = time.monotonic()
         qtbot.mouseClick(w.stop_button, Qt.MouseButton.LeftButton)
-        qtbot.waitUntil(lambda: not w.generating, timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: not w.session.generating, timeout=WAIT_MS)
         assert time.monotonic() - started < 10
         assert len(engine.requests) == 1  # no next round
         reply = _reply(parts)
@@ -215,9 +215,9 @@ def test_a_server_silent_at_start_stop_then_its_time_out(qtbot, tmp_path: Path) 
         w.send_message("Add")
         assert w.status.tool_label.text() == "Starting tool servers…" and w.stop_button.isEnabled()
         qtbot.mouseClick(w.stop_button, Qt.MouseButton.LeftButton)  # the window answers while it waits
-        assert not w.generating and w.send_button.isEnabled() and not w.status.tool_label.isVisible()
+        assert not w.session.generating and w.send_button.isEnabled() and not w.status.tool_label.isVisible()
         qtbot.wait(3000)  # the servers' answer to the stopped message comes, and starts nothing
-        assert engine.requests == [] and not w.generating
+        assert engine.requests == [] and not w.session.generating
         # the next message waits for the silent one no longer than the time-out, then goes without it
         started = time.monotonic()
         w.send_message("Add again")
@@ -236,7 +236,7 @@ def test_stop_while_asked_withdraws_the_question(qtbot, tmp_path: Path) -> None:
         engine.call_tools(("add", '{"a": 1, "b": 2}'))
         dialog = _ask(qtbot, parts)
         w.session.cancel()
-        assert not dialog.isVisible() and not w.generating
+        assert not dialog.isVisible() and not w.session.generating
         assert _reply(parts).tools.rounds[0].calls[0].status == "cancelled"
 
 
@@ -249,7 +249,7 @@ def test_at_most_n_rounds_a_message(qtbot, tmp_path: Path) -> None:
         engine.call_tools(("add", '{"a": 1, "b": 1}'))
         request(qtbot, parts, 2)
         engine.call_tools(("add", '{"a": 2, "b": 2}'))
-        qtbot.waitUntil(lambda: not w.generating, timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: not w.session.generating, timeout=WAIT_MS)
         assert len(engine.requests) == 2
         sentence = "The model asked for tools again after 1 round, the most one message may use"
         assert sentence in w.notice.text() and sentence in w.chat_view.toPlainText()

@@ -33,7 +33,7 @@ def _ask_and_answer(qtbot, parts: AppParts, button: str) -> str:
 
 
 def _finished(qtbot, parts: AppParts) -> None:
-    qtbot.waitUntil(lambda: not parts.window.generating, timeout=REPLY_MS)
+    qtbot.waitUntil(lambda: not parts.window.session.generating, timeout=REPLY_MS)
 
 
 def test_qwen_calls_the_calculator_after_each_answer_and_uses_its_result(
@@ -79,7 +79,7 @@ def test_qwen_calls_the_calculator_after_each_answer_and_uses_its_result(
         last = parts.store.messages(w.session.current_id)[-1]
         assert last.tools.rounds[0].calls[0].result == "56" and "56" in last.content, last.content
         assert "multiply" in parts.tools.config.server("calc").always_allowed  # type: ignore[union-attr]
-        assert not w.generating and w.send_button.isEnabled()
+        assert not w.session.generating and w.send_button.isEnabled()
     finally:
         w.close()
         assert parts.tools is not None
