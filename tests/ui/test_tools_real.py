@@ -15,7 +15,9 @@ from localchat.host.events import Finished
 from tests.ui.tools_app import server, write_mcp
 
 pytest.importorskip("llama_cpp")
-pytestmark = pytest.mark.slow
+# Left out of the default run (pyproject's addopts): three tool rounds of the real pair through the
+# whole app take many minutes on 2 cores. Run it with `python -m pytest -m long tests/ui/test_tools_real.py`.
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 LOAD_MS = 300_000
 REPLY_MS = 600_000
