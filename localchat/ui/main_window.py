@@ -441,6 +441,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.session.cancel()
+        self.engine.state_changed.disconnect(self._on_engine_state_changed)  # the store may close next
         if self._settings.remember_window:
             try:
                 self._settings.set("window_geometry", bytes(self.saveGeometry().toBase64().data()).decode())
