@@ -70,6 +70,7 @@ class _BenchRunner:
                 log.warning("benchmark load failed: %s", exc, exc_info=True)
                 self._fail(load_failure(exc))
                 return
+            closed = False
             try:
                 self._link.send(Loaded(engine.info, engine.draft_problem or ""))
 
@@ -86,10 +87,16 @@ class _BenchRunner:
                     log.warning("benchmark failed: %s", exc, exc_info=True)
                     self._fail(generation_failure(exc))
                     return
-                self._link.send(BenchDone(report, self._cancel.is_set()))
-            finally:
+                # Closed before the report goes: the engine saves the pair's profile as it closes, and the
+                # app may end this process as soon as it has the report.
+                closed = True
                 with contextlib.suppress(Exception):
                     engine.close()
+                self._link.send(BenchDone(report, self._cancel.is_set()))
+            finally:
+                if not closed:
+                    with contextlib.suppress(Exception):
+                        engine.close()
         except ParentGone:
             log.info("the app closed the pipe; leaving the benchmark")
 
