@@ -13,7 +13,7 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QSize, Qt, Signal
+from PySide6.QtCore import QByteArray, QObject, QSize, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QMainWindow,
@@ -123,7 +123,7 @@ class MainWindow(QMainWindow):
         session.text_streamed.connect(self._on_session_text_streamed)
         session.reply_finished.connect(self._on_session_reply_finished)
         session.notice.connect(self.page.show_notice)
-        self.engine.state_changed.connect(self._on_engine_state_changed)
+        self._engine_link = self.engine.state_changed.connect(self._on_engine_state_changed)
         self.engine.job_event.connect(self.status.show_job_event)
 
         self.sidebar.new_requested.connect(self.new_conversation)
@@ -441,7 +441,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.session.cancel()
-        self.engine.state_changed.disconnect(self._on_engine_state_changed)  # the store may close next
+        QObject.disconnect(self._engine_link)  # the store may close next (False when closed twice)
         if self._settings.remember_window:
             try:
                 self._settings.set("window_geometry", bytes(self.saveGeometry().toBase64().data()).decode())

@@ -43,5 +43,10 @@ def test_selftest_names_the_pair_from_the_catalog(qwen_draft_path: Path) -> None
     d = str(qwen_draft_path)
     r = localchat("selftest", "--model", d, "--draft", d, "--no-window", "--tokens", "6", "--ctx", "512")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert f"target {CATALOG_NAME}, drafter {CATALOG_NAME}; speculation: {CATALOG_NAME}" in r.stdout, r.stdout
+    # The load-time measurement may find the model drafting for itself too dear on this machine and
+    # draft from n-grams instead: either way the drafter is named from the catalog.
+    assert f"target {CATALOG_NAME}, drafter {CATALOG_NAME}; speculation: " in r.stdout, r.stdout
+    line = next(x for x in r.stdout.splitlines() if x.startswith("selftest: loaded: "))
+    drafting = line.split("; speculation: ", 1)[1]
+    assert drafting.startswith((CATALOG_NAME, "n-gram")), line
     assert FILE_NAME not in r.stdout
