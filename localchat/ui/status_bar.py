@@ -337,8 +337,10 @@ class SpeculationStatusBar(QStatusBar):
         reading = self._reading if self._generating and not stats.generated_tokens else None
         if reading is not None:
             self.rate_label.setText(formatting.reading_short(reading[0], reading[1]))
-        else:
+        elif stats.generated_tokens:
             self.rate_label.setText(formatting.format_rate(stats.tokens_per_s))
+        else:  # nothing written yet: no speed to show, as the acceptance labels say
+            self.rate_label.setText("\u2013 tok/s")
         self.acceptance_length_label.setText(
             f"{formatting.ACCEPTANCE_LENGTH} {formatting.format_acceptance_length(stats)}"
         )

@@ -228,6 +228,58 @@ def test_chat_features(fake_app: AppParts, shots_root: Path, theme: str) -> None
     save(window.grab(), shots_root, f"screenshots/chat-features{'-dark' if theme == 'dark' else ''}.png")
 
 
+LONG_TURNS = 200  # 400 messages: the long chat users keep for weeks
+
+
+def long_chat_turn(i: int) -> tuple[str, str]:
+    """The ``i``-th question and answer of the long chat: prose, lists and code in turn, as a real
+    working chat has them."""
+    if i % 3 == 0:
+        return (f"Step {i}: how do I read a CSV file and sum column {i % 7}?",
+                f"Use the csv module:\n\n```python\nimport csv\n\nwith open('data.csv') as f:\n"
+                f"    total = sum(float(row[{i % 7}]) for row in csv.reader(f))\n```\n\nStep {i} done.")
+    if i % 3 == 1:
+        return (f"Step {i}: give me three checks before a release.",
+                "1. Run the tests.\n2. Read the changelog.\n3. Try the bundle on a clean machine.\n\n"
+                f"Step {i} done.")
+    return (f"Step {i}: explain in one paragraph why the cache misses.",
+            f"The key includes the timestamp, so every request makes a new key and nothing is found "
+            f"again; key on the content instead. Step {i} done.")
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_long_chat(fake_app: AppParts, shots_root: Path, theme: str) -> None:
+    """docs/screenshots/long-chat[-dark].png: a 400-message chat opened from the sidebar lands on its
+    newest message (no jump button), the sidebar and the input ready. The history is written into
+    the store; no model runs."""
+    parts = fake_app
+    parts.settings.set("theme", theme)
+    store = parts.store
+    chat = store.create("Release checklist and the CSV script")
+    for i in range(LONG_TURNS):
+        question, answer = long_chat_turn(i)
+        store.add_message(chat.id, "user", question)
+        store.add_message(chat.id, "assistant", answer)
+    assert len(store.messages(chat.id)) == 2 * LONG_TURNS
+    window = parts.window
+    window.resize(1000, 640)
+    window.show()
+    window.show_welcome(False)
+    window.session.conversations_changed.emit()
+    started = time.perf_counter()
+    window.sidebar.list.setCurrentRow(0)
+    settle(0.8)
+    print(f"the 400-message chat opened and settled in {time.perf_counter() - started:.2f} s")
+    view = window.chat_view
+    assert f"Step {LONG_TURNS - 1} done." in view.toPlainText()
+    bar = view.verticalScrollBar()
+    assert bar.maximum() > 50 * view.viewport().height(), "the chat is not long"
+    assert bar.value() == bar.maximum(), f"opened at {bar.value()} of {bar.maximum()}, not the newest"
+    assert not view.jump_button.isVisible(), "the jump button shows at the newest message"
+    assert window.composer.isEnabled()
+    save(window.grab(), shots_root, f"screenshots/long-chat{'-dark' if theme == 'dark' else ''}.png")
+
+
 @pytest.mark.parametrize("theme", THEMES)
 def test_settings_dialog(qtbot, fake_app: AppParts, shots_root: Path, theme: str) -> None:
     """docs/settings[-dark].png: Settings → Settings…, on its first page (speculation)."""

@@ -217,3 +217,11 @@ def test_lookup_alone_is_named_and_its_tooltip_says_why(qtbot) -> None:
     tip = bar.speculation_button.toolTip()
     assert "draft model costs more than it saves for this model (0.62x at best)" in tip
     assert "conversation itself" in tip
+
+
+def test_no_speed_is_shown_before_a_reply_has_tokens(qtbot) -> None:
+    bar = SpeculationStatusBar(memory_probe=lambda: 300_000_000)
+    qtbot.addWidget(bar)
+    bar.show_engine_info(EngineInfo("CPU", model_info(), None, 4096, 2, 0, ON))
+    bar.generation_finished(GenerationResult("", FinishReason.STOP, stats(0, 0.0), ON))
+    assert bar.rate_label.text() == "\u2013 tok/s", "a reply without tokens reads as 0.0 tok/s"
