@@ -52,7 +52,7 @@ class StarterAdvisor:
                 draft_token_s=info.measured.draft_token_s, drafter_file=file_key(info.draft.path),
                 backend=info.backend,
                 measured_on=found[0].display_name if found is not None else Path(info.target.path).name,
-                accelerator_bytes=info.measured.accelerator_bytes,
+                accelerator_bytes=info.measured.accelerator_bytes, drafter_bytes=info.draft.size_bytes,
             )
         except ValueError as exc:
             log.info("not a usable measurement: %s", exc)
