@@ -26,6 +26,7 @@ from localchat.settings import SettingsFile, folders
 from localchat.ui.main_window import MainWindow
 
 if TYPE_CHECKING:
+    from localchat.catalog.drafter_payoff import DrafterOutlook
     from localchat.catalog.drafters import Catalog
     from localchat.catalog.library import Library
     from localchat.engine.types import EngineInfo
@@ -143,6 +144,7 @@ class ModelsWiring(QObject):
         )
 
     def open_manager(self, select_starter: bool = False, select: str = "", note: str = "") -> None:
+        from localchat.catalog.drafter_payoff import outlook_for_entry
         from localchat.catalog.library import lmstudio_folders, pair_drafter
         from localchat.catalog.sizes import total_ram
         from localchat.ui.model_manager import ModelManagerDialog
@@ -158,6 +160,14 @@ class ModelsWiring(QObject):
             current[0], sentence = self.add_folder(path)
             return current[0], sentence
 
+        # What the engine measured here predicts whether a catalog drafter pays before it is
+        # downloaded; with nothing measured yet (a first run) it is downloaded, as before.
+        measured = self.advisor.measurement() if self.advisor is not None else None
+
+        def outlook(entry_id: str, quant: str | None) -> DrafterOutlook | None:
+            assert catalog is not None and measured is not None  # offered only with both
+            return outlook_for_entry(catalog.get(entry_id), quant, measured)
+
         # What the engine has now, marked in both lists (None before the first load or after a crash).
         info = self._engine.state.info
         dialog = ModelManagerDialog(
@@ -168,6 +178,7 @@ class ModelsWiring(QObject):
             loaded_draft=info.draft.path if info is not None and info.draft is not None else None,
             downloader=self._downloader,
             pair=pair if catalog is not None else None,
+            outlook=outlook if catalog is not None and measured is not None else None,
             add_folder=add_folder,
             suggested_folders=lmstudio_folders(),
             parent=self._parent,

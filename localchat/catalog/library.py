@@ -136,6 +136,14 @@ class Library:
         except GgufError as exc:
             return LocalModel(path, size, None, str(exc))
 
+    def listed(self, path: Path) -> LocalModel | None:
+        """The scanned model at ``path`` (the same file by its real path); None where it is not listed
+        or the library was not scanned yet (pairing then reads the header itself)."""
+        if self._models is None:
+            return None
+        key = _resolve(path)
+        return next((m for m in self._models if _resolve(m.path) == key), None)
+
     def find_file(self, filename: str, repo: str = "") -> LocalModel | None:
         """A usable model whose file is called ``filename``; one under a folder named after ``repo`` first."""
         base = Path(filename).name.lower()
@@ -226,8 +234,10 @@ def pair_drafter(
 ) -> Pairing:
     """Choose the drafter for ``target_path``: catalog drafter, same-vocabulary local model, or n-gram."""
     tpath = Path(target_path)
+    known = library.listed(tpath)  # a listed model's header was read when the library was scanned
     try:
-        target = read_metadata(tpath, library.cache)
+        target = known.metadata if known is not None and known.metadata is not None else read_metadata(
+            tpath, library.cache)
     except GgufError as exc:
         return Pairing(
             DrafterKind.NONE, None, f"Speculative decoding is off because the target cannot be read: {exc}"

@@ -70,6 +70,11 @@ class StarterAdvisor:
         self._offered.add(loaded.id)
         return choice
 
+    def measurement(self) -> MachineMeasure | None:
+        """This computer's kept measurement (catalog/drafter_payoff.py predicts drafters from it);
+        None before any was kept."""
+        return starter_choice.load(self.path)
+
     def saved_choice(self) -> StarterChoice | None:
         """The choice from the kept measurement; None before any was kept."""
         catalog = self._catalog()

@@ -328,7 +328,19 @@ class MainWindow(QMainWindow):
                 self.welcome.show_message(words)
         elif state.phase is Phase.READY:
             self.show_welcome(False)
+            if changed:
+                self._say_why_no_draft_model(state)
         self._update_buttons()
+
+    def _say_why_no_draft_model(self, state: EngineState) -> None:
+        """A draft model was asked for but does not draft: the engine's reason (its vocabulary does
+        not match, or the measurement at load says it costs more than it saves) under the chat, after
+        what is there already (the preset's sentence), not only in the status bar's tooltip and the log."""
+        info, config = state.info, state.config
+        if info is None or config is None or not config.draft_path or not info.speculation.reason:
+            return
+        shown = "" if self.page.notice.isHidden() else self.page.notice.text()
+        self.page.show_notice(" ".join(t for t in (shown, info.speculation.reason) if t))
 
     # -- widget slots -----------------------------------------------------------------
 
