@@ -73,6 +73,18 @@ class DrafterOutlook:
                 f"with {self.target}: it costs more than it saves, so it is not downloaded.")
 
 
+    @property
+    def sentence_here(self) -> str:
+        """The prediction where the drafter is on this computer already (nothing to download)."""
+        figure = format_factor(self.speedup)
+        if self.pays:
+            return (f"On this computer the drafter {self.drafter} is predicted to make {self.target} "
+                    f"{figure} as fast as plain decoding.")
+        return (f"On this computer the drafter {self.drafter} is predicted to run {figure} plain speed "
+                f"with {self.target}; the engine measures the pair when it loads and drafts with it only "
+                "if it pays.")
+
+
 def format_factor(speedup: float) -> str:
     """A speed against plain decoding: "0.8x"; two decimals near 1, where one would say 1.0x for a
     loss (ui/formatting.format_speedup is this function)."""

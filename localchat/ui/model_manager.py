@@ -380,7 +380,7 @@ class ModelManagerDialog(QDialog):
             drafter_label = drafter.label if drafter else (entry.drafters[0].label if entry.drafters else "–")
             outlook = self.outlook_of(entry.id, quant.quant) if drafter is not None else None
             if outlook is not None:
-                drafter_label += f"  (predicted {format_factor(outlook.speedup)} here)"
+                drafter_label = f"{format_factor(outlook.speedup)} here · {drafter_label}"  # the figure first
             if outlook is not None and not outlook.pays:
                 drafter = None  # not downloaded with the model: the size and the memory are the model's
             size = quant.size + (drafter.size if drafter else 0)
@@ -582,7 +582,8 @@ class ModelManagerDialog(QDialog):
         self.cancel_button.setVisible(downloading)
         self.progress.setVisible(downloading)
         outlook = self._selected_outlook() if self._downloader is not None else None
-        self.download_anyway_button.setVisible(outlook is not None and not outlook.pays)
+        self.download_anyway_button.setVisible(outlook is not None and not outlook.pays
+                                               and not self._drafter_here())
         self.download_anyway_button.setEnabled(not downloading)
 
     # -- slots ------------------------------------------------------------------------
@@ -595,13 +596,28 @@ class ModelManagerDialog(QDialog):
         quant = cell.data(QUANT_ROLE) if cell is not None else None
         return self.outlook_of(str(entry_id), quant)
 
+    def _drafter_here(self) -> bool:
+        """Whether the selected entry's draft model is on this computer already."""
+        entry_id = self._selected(self.catalog_table)
+        if entry_id is None or self._catalog is None or self._library is None:
+            return False
+        try:
+            drafter = self._catalog.get(str(entry_id)).model_drafter
+        except KeyError:
+            return False
+        return drafter is not None and self._library.find_file(drafter.filename, drafter.repo) is not None
+
     def _show_outlook(self, note: str = "") -> None:
         """Under the catalog: ``note``, then the selected drafter's prediction here, if there is one;
-        "Download with its drafter anyway" is offered where the drafter is predicted not to pay."""
+        "Download with its drafter anyway" is offered where the drafter is predicted not to pay and is
+        not here yet."""
         outlook = self._selected_outlook()
         words = [note] if note else []
-        if outlook is not None:
-            words.append(outlook.sentence + ("" if outlook.pays else ANYWAY))
+        if outlook is not None and self._drafter_here():
+            words.append(outlook.sentence_here)
+        elif outlook is not None:
+            anyway = ANYWAY if self._downloader is not None and not outlook.pays else ""
+            words.append(outlook.sentence + anyway)
         self.catalog_message.setText(" ".join(words))
         self._update_buttons()
 

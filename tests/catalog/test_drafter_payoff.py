@@ -54,7 +54,10 @@ def test_the_sentence_says_the_figure_and_what_happens() -> None:
                            target="Qwen 1.5B Q4_K_M", drafter_file=DRAFTER_FILE)
     assert lost.sentence == ("On this computer the drafter Qwen 0.5B is predicted to run 0.8x plain speed "
                              "with Qwen 1.5B Q4_K_M: it costs more than it saves, so it is not downloaded.")
+    assert lost.sentence_here.endswith("the engine measures the pair when it loads and drafts with it only "
+                                       "if it pays.")
     kept = predict(CPU_2_CORES, F16_BYTES)
+    assert kept.sentence_here.endswith("1.05x as fast as plain decoding.")
     assert "is predicted to make 1.5B 1.05x as fast as plain decoding, so it is downloaded" in kept.sentence
 
 

@@ -59,7 +59,7 @@ def test_a_small_cpus_measurement_predicts_the_starters_drafter_does_not_pay(
     assert ("the drafter qwen2.5-coder-0.5b-instruct-q4_k_m.gguf is predicted to run 0.8x plain speed "
             "with Qwen2.5-Coder 1.5B Instruct Q4_K_M: it costs more than it saves, so it is not "
             "downloaded.") in str(seen["message"])
-    assert str(seen["drafter"]).endswith("(predicted 0.8x here)") and seen["anyway"]
+    assert str(seen["drafter"]).startswith("0.8x here · qwen2.5-coder-0.5b") and seen["anyway"]
 
 
 def test_a_drafter_the_load_measured_not_to_pay_says_so_under_the_chat(parts: AppParts) -> None:

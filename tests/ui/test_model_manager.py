@@ -432,7 +432,7 @@ def test_a_drafter_predicted_not_to_pay_is_not_downloaded_and_the_figure_says_wh
     qtbot.addWidget(dialog)
     dialog.show()
     drafter_col, size_col = _column(CATALOG_COLUMNS, "Drafter"), _column(CATALOG_COLUMNS, "Size")
-    assert dialog.catalog_table.item(0, drafter_col).text() == "draft.gguf  (predicted 0.8x here)"
+    assert dialog.catalog_table.item(0, drafter_col).text() == "0.8x here · draft.gguf"
     assert dialog.catalog_table.item(0, size_col).text() == "1.0 GB"  # the model alone is downloaded
     assert "predicted to run 0.8x plain speed" in dialog.catalog_table.item(0, drafter_col).toolTip()
 
@@ -507,3 +507,18 @@ def test_selecting_a_local_model_says_what_drafts_for_it_and_why(
     dialog.local_table.selectRow(rows[str(f16)])
     dialog.load_button.click()
     assert loads == [[str(f16), str(draft)]]
+
+
+def test_a_drafter_already_here_is_not_offered_again(qtbot, tmp_path: Path) -> None:
+    from tests.catalog.ggufwriter import vocab_kv, write_gguf
+
+    write_gguf(tmp_path / "draft.gguf", vocab_kv(["a", "b", "c"]))
+    downloader = FakeDownloader()
+    dialog = ModelManagerDialog(catalog(), Library([tmp_path]), downloader=downloader, outlook=_outlook(0.79))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.tabs.setCurrentIndex(1)
+    dialog.catalog_table.selectRow(0)
+    assert dialog.catalog_message.text().endswith(
+        "the engine measures the pair when it loads and drafts with it only if it pays.")
+    assert not dialog.download_anyway_button.isVisible()
