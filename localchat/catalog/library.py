@@ -212,6 +212,9 @@ class Pairing:
     # The drafter is beyond MAX_DRAFT_RATIO of the target: tried, and kept where the engine's
     # measurement at load says it pays (else the engine drafts by lookup alone and says why).
     trial: bool = False
+    # A drafter was there but not taken (the catalog's not downloaded or of another vocabulary, a
+    # same-vocabulary model not smaller than the target): the reason is worth showing as it loads.
+    refused: bool = False
 
 
 def _label(meta: GgufMetadata, path: Path) -> str:
@@ -348,7 +351,8 @@ def pair_drafter(
     why_not.append("localchat drafts with n-gram prompt lookup instead.")
     if missing is not None:
         why_not.append(f"Download {Path(missing.filename).name} to use a draft model.")
-    return Pairing(DrafterKind.NGRAM, None, " ".join(why_not), ngram_tokens, "fallback", missing)
+    return Pairing(DrafterKind.NGRAM, None, " ".join(why_not), ngram_tokens, "fallback", missing,
+                   refused=bool(notes or too_big))
 
 
 def _resolve(path: Path) -> Path:

@@ -208,6 +208,8 @@ class ModelManagerDialog(QDialog):
         self._outlooks: dict[tuple[str, str], DrafterOutlook | None] = {}  # (entry id, quant) -> prediction
         self._job_outlook: DrafterOutlook | None = None  # the running download's drafter, left out
         self._filling = False  # the tables are being refilled: a selection change is not the user's
+        # Why the model just asked to load drafts without the drafter that was there ("": it does not).
+        self.refusal = ""
         self._add_folder = add_folder
         self._suggested = tuple(suggested_folders)
         self._job: object | None = None
@@ -784,6 +786,7 @@ class ModelManagerDialog(QDialog):
         pairing = self.pairing_for(path)
         if pairing is not None:
             draft = str(pairing.draft_path) if pairing.draft_path else None
+            self.refusal = pairing.reason if pairing.refused else ""
             log.info("pairing for %s: %s", path, pairing.reason)
         emit(self.load_requested, path, draft)
         self.accept()

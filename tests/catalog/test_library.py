@@ -127,6 +127,7 @@ def test_a_model_not_smaller_than_the_target_is_refused_and_says_why(
     pairing = pair_drafter(target, load_catalog(), Library([models], cache=cache))
     assert pairing.kind == DrafterKind.NGRAM and pairing.draft_path is None
     assert "big-one.gguf shares its vocabulary but is not smaller than small-target.gguf" in pairing.reason
+    assert pairing.refused
 
 
 def test_no_model_shares_the_vocabulary(
@@ -137,7 +138,7 @@ def test_no_model_shares_the_vocabulary(
     link(models, gemma3_path.name, gemma3_path)
     link(models, qwen_draft_path.name, qwen_draft_path)
     pairing = pair_drafter(target, load_catalog(), Library([models], cache=cache))
-    assert pairing.kind == DrafterKind.NGRAM
+    assert pairing.kind == DrafterKind.NGRAM and not pairing.refused  # nothing was there to take
     assert pairing.reason.startswith("No local model shares smol-target.gguf's vocabulary.")
 
 
@@ -196,10 +197,12 @@ size = 5000000
     assert pairing.kind == DrafterKind.NGRAM
     assert pairing.missing_drafter is not None and pairing.missing_drafter.filename == "d-q8_0.gguf"
     assert "is not downloaded" in pairing.reason and "Download d-q8_0.gguf" in pairing.reason
+    assert pairing.refused  # the window says it as the model loads
 
     write_gguf(models / "d-q8_0.gguf", vocab_kv(["a", "b", "x", "d"]), total_size=5_000_000)
     mismatch = pair_drafter(target, catalog, Library([models], cache=cache))
     assert mismatch.kind == DrafterKind.NGRAM and "does not share the target's vocabulary" in mismatch.reason
+    assert mismatch.refused
 
 
 def test_catalog_can_prefer_ngram(tmp_path: Path, cache: MetadataCache) -> None:

@@ -75,3 +75,33 @@ def test_a_drafter_the_load_measured_not_to_pay_says_so_under_the_chat(parts: Ap
 def test_a_drafter_that_drafts_adds_nothing_under_the_chat(parts: AppParts) -> None:
     loaded(parts, info(curve=CPU_CURVE, backend="CPU", drafter_s=0.0332))
     assert parts.window.page.notice.isHidden() or parts.window.page.notice.text() == ""
+
+
+def test_loading_a_model_whose_drafter_was_not_taken_says_why_under_the_chat(
+    parts: AppParts, tmp_path: Path, qwen_target_path: Path
+) -> None:
+    """The catalog's drafter for the starter is not downloaded: the pairing's reason reaches the
+    window with the load, not only the log."""
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / qwen_target_path.name).symlink_to(qwen_target_path)
+    parts.settings.set("models_folder", str(own))
+    wiring = parts.models
+    assert wiring is not None
+    selected: list[str] = []
+
+    def load() -> None:  # the manager is modal: act while it is open
+        dialog = QApplication.activeModalWidget()
+        assert isinstance(dialog, ModelManagerDialog)
+        dialog.local_table.selectRow(0)
+        selected.append(dialog.local_message.text())
+        dialog.load_button.click()
+
+    QTimer.singleShot(0, load)
+    wiring.open_manager()
+    assert selected and "is not downloaded" in selected[0]
+    notice = parts.window.page.notice
+    assert not notice.isHidden()
+    assert ("The catalog's drafter for Qwen2.5-Coder 1.5B Instruct, qwen2.5-coder-0.5b-instruct-q4_k_m.gguf, "
+            "is not downloaded.") in notice.text()
+    assert "n-gram prompt lookup instead" in notice.text()
