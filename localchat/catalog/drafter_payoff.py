@@ -64,24 +64,30 @@ class DrafterOutlook:
         return self.speedup >= PAYS_FROM
 
     @property
-    def sentence(self) -> str:
+    def prediction(self) -> str:
+        """The figure in a clause: "On this computer the drafter D is predicted to run 0.8x plain speed
+        with T" (or "to make T 1.3x as fast as plain decoding")."""
         figure = format_factor(self.speedup)
         if self.pays:
             return (f"On this computer the drafter {self.drafter} is predicted to make {self.target} "
-                    f"{figure} as fast as plain decoding, so it is downloaded with it.")
+                    f"{figure} as fast as plain decoding")
         return (f"On this computer the drafter {self.drafter} is predicted to run {figure} plain speed "
-                f"with {self.target}: it costs more than it saves, so it is not downloaded.")
+                f"with {self.target}")
+
+    @property
+    def sentence(self) -> str:
+        """The prediction and what the model manager does with it."""
+        if self.pays:
+            return f"{self.prediction}, so it is downloaded with it."
+        return f"{self.prediction}: it costs more than it saves, so it is not downloaded."
 
 
     @property
     def sentence_here(self) -> str:
         """The prediction where the drafter is on this computer already (nothing to download)."""
-        figure = format_factor(self.speedup)
         if self.pays:
-            return (f"On this computer the drafter {self.drafter} is predicted to make {self.target} "
-                    f"{figure} as fast as plain decoding.")
-        return (f"On this computer the drafter {self.drafter} is predicted to run {figure} plain speed "
-                f"with {self.target}; the engine measures the pair when it loads and drafts with it only "
+            return f"{self.prediction}."
+        return (f"{self.prediction}; the engine measures the pair when it loads and drafts with it only "
                 "if it pays.")
 
 
