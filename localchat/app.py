@@ -26,6 +26,7 @@ from localchat.settings import SettingsFile, folders
 from localchat.ui.main_window import MainWindow
 
 if TYPE_CHECKING:
+    from localchat.catalog.drafter_payoff import DrafterOutlook
     from localchat.catalog.drafters import Catalog
     from localchat.catalog.library import Library
     from localchat.engine.types import EngineInfo
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from localchat.host.supervisor import EngineSupervisor
     from localchat.server import ServerThread
     from localchat.services.starter_advisor import StarterAdvisor
+    from localchat.ui.model_manager import ModelManagerDialog
 from localchat.services.download_service import DownloadService
 from localchat.services.main_thread_gc import MainThreadCollector
 from localchat.services.mcp_service import McpService
@@ -79,6 +81,7 @@ class ModelsWiring(QObject):
         load: Callable[[str, str | None], None], offer: Callable[[str, str, str], None],
         downloader: QObject | None = None, advisor: StarterAdvisor | None = None,
         offer_load: Callable[[str, str, str | None], None] | None = None,
+        say_refusal: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(parent)
         self._parent = parent
@@ -90,6 +93,8 @@ class ModelsWiring(QObject):
         self.advisor = advisor
         self._observed: EngineInfo | None = None
         self._offer_load = offer_load
+        self._say_refusal = say_refusal  # why the next load drafts without the drafter that was there
+        self._dialog: ModelManagerDialog | None = None  # the open model manager
         self._manager_open = False  # the manager offers a finished download itself
         if downloader is not None:
             downloader.finished.connect(self._on_download_finished)  # type: ignore[attr-defined]
@@ -143,6 +148,7 @@ class ModelsWiring(QObject):
         )
 
     def open_manager(self, select_starter: bool = False, select: str = "", note: str = "") -> None:
+        from localchat.catalog.drafter_payoff import outlook_for_entry
         from localchat.catalog.library import lmstudio_folders, pair_drafter
         from localchat.catalog.sizes import total_ram
         from localchat.ui.model_manager import ModelManagerDialog
@@ -158,6 +164,14 @@ class ModelsWiring(QObject):
             current[0], sentence = self.add_folder(path)
             return current[0], sentence
 
+        # What the engine measured here predicts whether a catalog drafter pays before it is
+        # downloaded; with nothing measured yet (a first run) it is downloaded, as before.
+        measured = self.advisor.measurement() if self.advisor is not None else None
+
+        def outlook(entry_id: str, quant: str | None) -> DrafterOutlook | None:
+            assert catalog is not None and measured is not None  # offered only with both
+            return outlook_for_entry(catalog.get(entry_id), quant, measured)
+
         # What the engine has now, marked in both lists (None before the first load or after a crash).
         info = self._engine.state.info
         dialog = ModelManagerDialog(
@@ -168,10 +182,12 @@ class ModelsWiring(QObject):
             loaded_draft=info.draft.path if info is not None and info.draft is not None else None,
             downloader=self._downloader,
             pair=pair if catalog is not None else None,
+            outlook=outlook if catalog is not None and measured is not None else None,
             add_folder=add_folder,
             suggested_folders=lmstudio_folders(),
             parent=self._parent,
         )
+        self._dialog = dialog  # its refusal sentence goes with the load it asks for
         dialog.load_requested.connect(self._on_dialog_load_requested)
         from localchat.services.hub_search_service import HubSearchService
         from localchat.ui.hub_search_page import HubSearchPage
@@ -189,6 +205,7 @@ class ModelsWiring(QObject):
             dialog.exec()
         finally:
             self._manager_open = False
+            self._dialog = None
 
     def open_starter(self) -> None:
         """Load the starter for this computer when its files are here, else show it in the manager."""
@@ -230,6 +247,9 @@ class ModelsWiring(QObject):
             self._offer(choice.sentence, entry.id, entry.display_name)
 
     def _on_dialog_load_requested(self, target: str, draft: object) -> None:
+        refusal = self._dialog.refusal if self._dialog is not None else ""
+        if refusal and self._say_refusal is not None:
+            self._say_refusal(refusal)
         self._load(target, str(draft) if draft else None)
 
 
@@ -362,7 +382,7 @@ def build_main_window(
 
     advisor = StarterAdvisor(data / folders.machine_measure_path().name, _catalog_or_none)
     models = ModelsWiring(window, settings, client, window.load_model, window.suggestion.offer, downloads,
-                          advisor, window.suggestion.offer_load)
+                          advisor, window.suggestion.offer_load, window.say_after_load)
     window.suggestion.load_requested.connect(window.load_model)
     window.model_manager_requested.connect(models.open_manager)
     window.starter_requested.connect(models.open_starter)

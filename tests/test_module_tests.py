@@ -51,6 +51,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "localchat.engine.tooluse.plan": ("engine/test_tool_formats.py", "engine/test_tool_calls_real.py"),
     "localchat.engine.tooluse.render": ("engine/test_tool_render.py",),
     "localchat.engine.tooluse.validate": ("engine/test_tool_formats.py",),
+    "localchat.catalog.drafter_payoff": ("catalog/test_drafter_payoff.py",),
     "localchat.catalog.drafters": ("catalog/test_drafters.py", "hub/test_pull.py"),
     "localchat.catalog.errors": ("catalog/test_gguf.py", "catalog/test_drafters.py"),
     "localchat.catalog.gguf": ("catalog/test_gguf.py", "hub/test_pull.py"),

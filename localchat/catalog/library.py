@@ -14,11 +14,17 @@ they are, never copied, moved or deleted (``LocalModel.read_only``).
 Pairing picks what drafts for a target, in this order:
 1. the drafter drafters.toml lists for the target, if it is on disk and
    shares the target's vocabulary;
-2. otherwise a local model with the same vocabulary fingerprint and at most
-   about an eighth of the target's size (a bigger drafter costs more time than
-   it saves);
+2. otherwise a local model with the same vocabulary fingerprint that is
+   smaller than the target: the largest within ``MAX_DRAFT_RATIO`` (an eighth)
+   of its size, else the smallest beyond it. The ratio is a prior, not a
+   refusal: whether a drafter pays is a question of this computer's costs (a
+   0.5B drafter is 44% of a Q4_K_M 1.5B, which it slows on a small CPU, and 14%
+   of the same 1.5B in F16, which it speeds up by a third), so a drafter beyond
+   it is tried (``Pairing.trial``), and the engine's measurement at load keeps
+   it or drafts by lookup alone, saying so (engine.adaptive.lookup_instead);
 3. otherwise n-gram prompt lookup, which needs no model.
-The choice always comes with a sentence saying why, for the status bar.
+The choice always comes with a sentence saying why, for the model manager and
+the window.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from localchat.settings import folders
 from localchat.settings.drafter_kind import DrafterKind
 from localchat.settings.options import DRAFT_TOKENS_DEFAULT
 
+# A drafter within this share of the target's size usually pays (preferred); a bigger one, still
+# smaller than the target, is tried and kept by what it measures (see the module's docstring).
 MAX_DRAFT_RATIO = 1 / 8
 MAX_VOCAB_DIFFERENCE = 128  # llama.cpp's limit on vocabulary size differences
 
@@ -128,6 +136,14 @@ class Library:
         except GgufError as exc:
             return LocalModel(path, size, None, str(exc))
 
+    def listed(self, path: Path) -> LocalModel | None:
+        """The scanned model at ``path`` (the same file by its real path); None where it is not listed
+        or the library was not scanned yet (pairing then reads the header itself)."""
+        if self._models is None:
+            return None
+        key = _resolve(path)
+        return next((m for m in self._models if _resolve(m.path) == key), None)
+
     def find_file(self, filename: str, repo: str = "") -> LocalModel | None:
         """A usable model whose file is called ``filename``; one under a folder named after ``repo`` first."""
         base = Path(filename).name.lower()
@@ -193,6 +209,12 @@ class Pairing:
     draft_tokens: int = DRAFT_TOKENS_DEFAULT
     source: str = "fallback"  # "catalog", "fingerprint" or "fallback"
     missing_drafter: DrafterEntry | None = None  # the catalog's drafter, when it could be downloaded
+    # The drafter is beyond MAX_DRAFT_RATIO of the target: tried, and kept where the engine's
+    # measurement at load says it pays (else the engine drafts by lookup alone and says why).
+    trial: bool = False
+    # A drafter was there but not taken (the catalog's not downloaded or of another vocabulary, a
+    # same-vocabulary model not smaller than the target): the reason is worth showing as it loads.
+    refused: bool = False
 
 
 def _label(meta: GgufMetadata, path: Path) -> str:
@@ -215,8 +237,10 @@ def pair_drafter(
 ) -> Pairing:
     """Choose the drafter for ``target_path``: catalog drafter, same-vocabulary local model, or n-gram."""
     tpath = Path(target_path)
+    known = library.listed(tpath)  # a listed model's header was read when the library was scanned
     try:
-        target = read_metadata(tpath, library.cache)
+        target = known.metadata if known is not None and known.metadata is not None else read_metadata(
+            tpath, library.cache)
     except GgufError as exc:
         return Pairing(
             DrafterKind.NONE, None, f"Speculative decoding is off because the target cannot be read: {exc}"
@@ -297,36 +321,38 @@ def pair_drafter(
         and _compatible(target, m.metadata)
         and _resolve(m.path) != target_key
     ]
-    small = [m for m in same_vocab if m.size <= target_size * max_ratio]
-    if small:
-        best = max(small, key=lambda m: m.size)
-        assert best.metadata is not None
+    # A model at least as big as the target cannot draft faster than the target checks: refused.
+    smaller = [m for m in same_vocab if m.size < target_size]
+    within = [m for m in smaller if m.size <= target_size * max_ratio]
+    beyond = [m for m in smaller if m.size > target_size * max_ratio]
+    if within or beyond:
+        trial = not within
+        best = max(within, key=lambda m: m.size) if within else min(beyond, key=lambda m: m.size)
         share = best.size / target_size if target_size else 0.0
-        reason = " ".join(
-            [
-                *notes,
-                (
-                    f"{best.name} shares {tpath.name}'s vocabulary and is {share:.0%} of its size, "
-                    "so it drafts for it."
-                ),
-            ]
+        shares = f"{best.name} shares {tpath.name}'s vocabulary and is {share:.0%} of its size"
+        why = (
+            f"{shares}, so it drafts for it." if not trial else
+            f"{shares}, more than the {max_ratio * 100:g}% that usually pays: it is tried, and kept if it "
+            "measures faster on this computer when the model loads."
         )
-        return Pairing(DrafterKind.MODEL, best.path, reason, 4, "fingerprint", missing)
+        reason = " ".join([*notes, why])
+        return Pairing(DrafterKind.MODEL, best.path, reason, 4, "fingerprint", missing, trial)
 
-    why: list[str] = list(notes)
-    too_big = [m for m in same_vocab if m.size > target_size * max_ratio]
+    why_not: list[str] = list(notes)
+    too_big = [m for m in same_vocab if m.size >= target_size]
     if too_big:
         m = min(too_big, key=lambda m: m.size)
-        why.append(
-            f"{m.name} shares its vocabulary but is {m.size / target_size:.0%} of its size "
-            f"(a drafter should be at most {max_ratio:.0%}), so it would not speed it up."
+        why_not.append(
+            f"{m.name} shares its vocabulary but is not smaller than {tpath.name}, so drafting with it "
+            "cannot be faster than the model itself."
         )
     elif not notes:
-        why.append(f"No local model shares {tpath.name}'s vocabulary.")
-    why.append("localchat drafts with n-gram prompt lookup instead.")
+        why_not.append(f"No local model shares {tpath.name}'s vocabulary.")
+    why_not.append("localchat drafts with n-gram prompt lookup instead.")
     if missing is not None:
-        why.append(f"Download {Path(missing.filename).name} to use a draft model.")
-    return Pairing(DrafterKind.NGRAM, None, " ".join(why), ngram_tokens, "fallback", missing)
+        why_not.append(f"Download {Path(missing.filename).name} to use a draft model.")
+    return Pairing(DrafterKind.NGRAM, None, " ".join(why_not), ngram_tokens, "fallback", missing,
+                   refused=bool(notes or too_big))
 
 
 def _resolve(path: Path) -> Path:

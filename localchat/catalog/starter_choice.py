@@ -64,6 +64,7 @@ class MachineMeasure:
     backend: str = "CPU"
     measured_on: str = ""  # the target's name, for the sentence
     accelerator_bytes: int | None = None  # the GPUs' memory where the target ran on them
+    drafter_bytes: int = 0  # the measured drafter's size (0: not known, kept before it was)
 
     def __post_init__(self) -> None:
         if self.target_bytes <= 0 or 1 not in self.verify_s or any(t <= 0 for t in self.verify_s.values()):
@@ -140,22 +141,32 @@ def candidates(catalog: Catalog) -> tuple[CatalogEntry, ...]:
     return tuple(sorted(found, key=lambda e: e.default_quant.size))
 
 
+def best_speedup(measured: MachineMeasure, scale: float, draft_s: float | None,
+                 acceptance: float) -> tuple[float, int]:
+    """The best speed-up over plain decoding of a fixed draft length 1..``LONGEST_PREDICTED_DRAFT``,
+    and that length, for a target ``scale`` times the measured one's size and a drafter of
+    ``draft_s`` seconds a token, where each draft token is accepted with chance ``acceptance`` once
+    those before it were: a step drafting k yields 1 + a + ... + a^k tokens in k drafter passes and
+    one verification of k + 1 tokens. (0.0, 0) where the drafter's cost is not known."""
+    if draft_s is None or draft_s <= 0:
+        return 0.0, 0
+    t1 = measured.t_verify(1, scale)
+    best, best_k, expected = 0.0, 0, 1.0
+    for k in range(1, LONGEST_PREDICTED_DRAFT + 1):
+        expected += acceptance**k
+        gain = expected * t1 / (k * draft_s + measured.t_verify(k + 1, scale))
+        if gain > best:
+            best, best_k = gain, k
+    return best, best_k
+
+
 def predict(entry: CatalogEntry, measured: MachineMeasure, total_ram: int | None) -> Prediction:
     target = entry.default_quant.size
     drafter = entry.model_drafter.size if entry.model_drafter is not None else 0
     scale = target / measured.target_bytes
-    t1 = measured.t_verify(1, scale)
-    best, best_k = 0.0, 0
-    d = measured.draft_token_s
-    if d is not None and d > 0:
-        expected = 1.0
-        for k in range(1, LONGEST_PREDICTED_DRAFT + 1):
-            expected += ACCEPTANCE**k
-            gain = expected * t1 / (k * d + measured.t_verify(k + 1, scale))
-            if gain > best:
-                best, best_k = gain, k
+    best, best_k = best_speedup(measured, scale, measured.draft_token_s, ACCEPTANCE)
     fit = fits_in_memory(target + drafter, total_ram)
-    return Prediction(entry, target + drafter, fit, 1.0 / t1, best, best_k)
+    return Prediction(entry, target + drafter, fit, 1.0 / measured.t_verify(1, scale), best, best_k)
 
 
 def choose(catalog: Catalog, measured: MachineMeasure, total_ram: int | None) -> StarterChoice | None:
@@ -189,6 +200,7 @@ def save(path: Path, measured: MachineMeasure) -> None:
         "drafter_file": measured.drafter_file,
         "measured_on": measured.measured_on,
         "accelerator_bytes": measured.accelerator_bytes,
+        "drafter_bytes": measured.drafter_bytes,
     }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -223,6 +235,7 @@ def load(path: Path) -> MachineMeasure | None:
             backend=str(data.get("backend", "CPU")),
             measured_on=str(data.get("measured_on", "")),
             accelerator_bytes=int(data["accelerator_bytes"]) if data.get("accelerator_bytes") else None,
+            drafter_bytes=int(data.get("drafter_bytes") or 0),
         )
     except (KeyError, TypeError, ValueError) as exc:
         log.warning("ignoring %s: %s", path, exc)

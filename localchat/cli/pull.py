@@ -9,6 +9,7 @@ import threading
 import time
 from typing import TextIO
 
+from localchat.catalog.drafters import CatalogEntry
 from localchat.catalog.errors import CatalogError
 from localchat.catalog.sizes import format_bytes
 from localchat.cli.models import add_common, load, resolve_models_dir
@@ -108,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"No catalog entry has the id {args.id!r}; `localchat models` lists them.{hint}")
 
     models_dir = resolve_models_dir(args.models_dir)
+    if not args.no_drafter and not args.models_dir:
+        note = _drafter_note(entry, args.quant)
+        if note:
+            print(note, file=sys.stderr)
     bar = ProgressBar(sys.stderr)
     cancel = threading.Event()
     try:
@@ -141,3 +146,17 @@ def run(args: argparse.Namespace) -> int:
 
     print(pair_drafter(result.target, catalog, Library([models_dir])).reason)
     return 0
+
+
+def _drafter_note(entry: CatalogEntry, quant: str | None) -> str:
+    """Where the app measured this computer and the entry's drafter is predicted not to pay here: the
+    figure, and how to leave it out (asked for by name, the pair is downloaded as asked)."""
+    from localchat.catalog import starter_choice
+    from localchat.catalog.drafter_payoff import outlook_for_entry
+    from localchat.settings import folders
+
+    outlook = outlook_for_entry(entry, quant, starter_choice.load(folders.machine_measure_path()))
+    if outlook is None or outlook.pays:
+        return ""
+    return (f"{outlook.prediction}: it costs more than it saves there (--no-drafter leaves it out; the "
+            "engine measures the pair when it loads and drafts with it only if it pays).")

@@ -71,10 +71,12 @@ class DownloadService(QObject):
         """The downloads still running (job -> entry id), so a reopened window can show them."""
         return dict(self._entries)
 
-    def start(self, entry_id: str, *, source: str | None = None, quant: str | None = None) -> int:
-        """Start downloading ``entry_id`` (its ``quant``, else the default one); if it is already
-        downloading, return that job instead."""
-        return self._spawn(entry_id, self._run, (entry_id, source or self._source, quant))
+    def start(self, entry_id: str, *, source: str | None = None, quant: str | None = None,
+              with_drafter: bool = True) -> int:
+        """Start downloading ``entry_id`` (its ``quant``, else the default one), with its draft model
+        unless ``with_drafter`` is False (predicted not to pay here: catalog/drafter_payoff.py); if it
+        is already downloading, return that job instead."""
+        return self._spawn(entry_id, self._run, (entry_id, source or self._source, quant, with_drafter))
 
     def start_file(self, repo: str, filename: str, size: int = 0) -> int:
         """Start downloading ``filename`` of the hub repository ``repo`` (one file, no drafter); if it
@@ -118,7 +120,8 @@ class DownloadService(QObject):
     # -- worker thread ------------------------------------------------------------------
 
     def _run(
-        self, job: int, entry_id: str, source: str, quant: str | None, cancel: threading.Event
+        self, job: int, entry_id: str, source: str, quant: str | None, with_drafter: bool,
+        cancel: threading.Event,
     ) -> None:
         from localchat.catalog.drafters import load_catalog
         from localchat.hub.errors import DownloadError
@@ -132,7 +135,8 @@ class DownloadService(QObject):
             catalog = (self._catalog or load_catalog)()
             entry = catalog.get(entry_id)
             result = hub_pull(entry, self._models_dir(), catalog=catalog, source=source, quant=quant,
-                              progress=on_progress, cancel=cancel, endpoint=self._endpoint)
+                              with_drafter=with_drafter, progress=on_progress, cancel=cancel,
+                              endpoint=self._endpoint)
         except DownloadError as exc:
             message = "Download cancelled." if cancel.is_set() else str(exc)
             self._tell("failed", job, (message,))

@@ -52,7 +52,7 @@ class StarterAdvisor:
                 draft_token_s=info.measured.draft_token_s, drafter_file=file_key(info.draft.path),
                 backend=info.backend,
                 measured_on=found[0].display_name if found is not None else Path(info.target.path).name,
-                accelerator_bytes=info.measured.accelerator_bytes,
+                accelerator_bytes=info.measured.accelerator_bytes, drafter_bytes=info.draft.size_bytes,
             )
         except ValueError as exc:
             log.info("not a usable measurement: %s", exc)
@@ -69,6 +69,11 @@ class StarterAdvisor:
             return None
         self._offered.add(loaded.id)
         return choice
+
+    def measurement(self) -> MachineMeasure | None:
+        """This computer's kept measurement (catalog/drafter_payoff.py predicts drafters from it);
+        None before any was kept."""
+        return starter_choice.load(self.path)
 
     def saved_choice(self) -> StarterChoice | None:
         """The choice from the kept measurement; None before any was kept."""

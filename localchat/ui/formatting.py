@@ -7,6 +7,7 @@ the names, the way of writing the figures and the one-sentence explanations from
 
 from __future__ import annotations
 
+from localchat.catalog.drafter_payoff import format_factor
 from localchat.catalog.sizes import format_bytes
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import FinishReason, SpeculationState
@@ -38,8 +39,9 @@ def format_share(rate: float) -> str:
 
 
 def format_speedup(speedup: float) -> str:
-    """A speed against plain decoding: "0.8x"; two decimals near 1, where one would say 1.0x for a loss."""
-    return f"{speedup:.1f}x" if speedup < 0.95 or speedup >= 1.5 else f"{speedup:.2f}x"
+    """A speed against plain decoding: "0.8x"; two decimals near 1, where one would say 1.0x for a loss.
+    The catalog's prediction before a download says it the same way (catalog/drafter_payoff.py)."""
+    return format_factor(speedup)
 
 
 def format_acceptance_length(stats: GenerationStats) -> str:

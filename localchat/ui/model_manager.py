@@ -17,6 +17,14 @@ and never downloads or loads anything itself: downloads go through the
 listed at once, selected, and offered with "Load now" (the window offers it too
 when the manager was closed meanwhile: app.ModelsWiring).
 
+Where the app has measured this computer (catalog.drafter_payoff, through
+``outlook``), each catalog row says how fast its drafter is predicted to make
+the model here; a drafter predicted to cost more than it saves is not
+downloaded with its model, the message under the table says so with the
+figure, and "Download with its drafter anyway" fetches it. Selecting a local
+model says what will draft for it and why (``pair``: the catalog's drafter, a
+same-vocabulary model tried by measurement, or why none), before it is loaded.
+
 Downloads come from the Hugging Face hub or, for the models published there
 (the starter pair), from the package index, for a machine that reaches PyPI
 or a mirror of it but not the hub. The local tab shows each folder it reads
@@ -55,6 +63,7 @@ from PySide6.QtWidgets import (
 )
 
 from localchat.catalog import integrity
+from localchat.catalog.drafter_payoff import DrafterOutlook, format_factor
 from localchat.catalog.drafters import Catalog, CatalogEntry
 from localchat.catalog.library import Library, LocalModel
 from localchat.catalog.sizes import Fit, fits_in_memory, memory_needed
@@ -74,6 +83,10 @@ SOURCES = ((HUB, "Hugging Face hub"), (PYPI, "Package index (PyPI)"))
 # add_folder(path) -> (the library with that folder added, a sentence saying what happened)
 AddFolder = Callable[[str], tuple[Library, str]]
 QUANT_ROLE = Qt.ItemDataRole.UserRole + 1  # a catalog row's quantization, beside its entry id
+# outlook(entry id, quantization) -> the drafter's predicted speed-up here; None where nothing is measured
+Outlook = Callable[[str, str | None], DrafterOutlook | None]
+ANYWAY = (" Download it anyway to try it: when the model loads, the engine measures the pair and "
+          "drafts with it only if it pays.")
 FITS_TIP = (
     "The memory a model needs: its file and its drafter's, plus about 15% and half a gigabyte for the "
     "context and the runtime. \"Tight\" means it fits only if little else is running."
@@ -176,6 +189,7 @@ class ModelManagerDialog(QDialog):
         available_memory: int | None = None,
         downloader: QObject | None = None,
         pair: Any = None,  # callable(target_path) -> Pairing, from localchat.catalog.library
+        outlook: Outlook | None = None,  # a catalog drafter's predicted speed-up on this computer
         add_folder: AddFolder | None = None,
         suggested_folders: Sequence[Path] = (),  # LM Studio's folders found on this computer
         loaded_target: str | None = None,  # what the app's engine has loaded, marked in both lists
@@ -190,6 +204,12 @@ class ModelManagerDialog(QDialog):
         self._available = available_memory
         self._downloader: Any = downloader
         self._pair = pair
+        self._outlook = outlook
+        self._outlooks: dict[tuple[str, str], DrafterOutlook | None] = {}  # (entry id, quant) -> prediction
+        self._job_outlook: DrafterOutlook | None = None  # the running download's drafter, left out
+        self._filling = False  # the tables are being refilled: a selection change is not the user's
+        # Why the model just asked to load drafts without the drafter that was there ("": it does not).
+        self.refusal = ""
         self._add_folder = add_folder
         self._suggested = tuple(suggested_folders)
         self._job: object | None = None
@@ -204,6 +224,13 @@ class ModelManagerDialog(QDialog):
         self.tabs = QTabWidget(self)
         self.catalog_table = _table(CATALOG_COLUMNS, "Drafter", self)  # the model's name stays whole
         self.download_button = QPushButton("Download", self)
+        self.download_anyway_button = QPushButton("Download with its drafter anyway", self)
+        self.download_anyway_button.setObjectName("download_anyway")
+        self.download_anyway_button.setToolTip(
+            "Download the model and the drafter predicted not to pay here; the engine measures the pair "
+            "when it loads and drafts with it only if it makes replies faster."
+        )
+        self.download_anyway_button.hide()
         self.cancel_button = QPushButton("Cancel download", self)
         self.progress = QProgressBar(self)
         self.progress.setTextVisible(True)
@@ -239,6 +266,7 @@ class ModelManagerDialog(QDialog):
         source_label.setBuddy(self.source_box)
         catalog_buttons.addWidget(source_label)
         catalog_buttons.addWidget(self.source_box)
+        catalog_buttons.addWidget(self.download_anyway_button)
         catalog_buttons.addWidget(self.download_button)
         catalog_layout.addWidget(self.catalog_message)
         catalog_layout.addLayout(catalog_buttons)
@@ -297,6 +325,8 @@ class ModelManagerDialog(QDialog):
 
     def _connect_signals(self) -> None:
         self.download_button.clicked.connect(self._on_download_button_clicked)
+        self.download_anyway_button.clicked.connect(self._on_download_anyway_button_clicked)
+        self.catalog_table.itemSelectionChanged.connect(self._on_catalog_table_item_selection_changed)
         self.cancel_button.clicked.connect(self._on_cancel_button_clicked)
         self.load_button.clicked.connect(self._on_load_button_clicked)
         self.import_button.clicked.connect(self._on_import_button_clicked)
@@ -322,9 +352,26 @@ class ModelManagerDialog(QDialog):
     # -- filling the tables ---------------------------------------------------------------
 
     def refresh(self) -> None:
-        self._fill_local()  # first: the catalog rows say which of them are on this computer
-        self._fill_catalog()
+        self._filling = True
+        try:
+            self._fill_local()  # first: the catalog rows say which of them are on this computer
+            self._fill_catalog()
+        finally:
+            self._filling = False
         self._update_buttons()
+
+    def outlook_of(self, entry_id: str, quant: str | None) -> DrafterOutlook | None:
+        """The prediction for an entry's drafter here (asked once per row); None without one."""
+        key = (entry_id, quant or "")
+        if key not in self._outlooks:
+            found = None
+            if self._outlook is not None:
+                try:
+                    found = self._outlook(entry_id, quant)
+                except Exception:  # a prediction is a hint: the download works without it
+                    log.exception("no drafter prediction for %s", entry_id)
+            self._outlooks[key] = found
+        return self._outlooks[key]
 
     def _fill_catalog(self) -> None:
         entries = list(self._catalog.entries) if self._catalog is not None else []
@@ -333,6 +380,11 @@ class ModelManagerDialog(QDialog):
         for row, (entry, quant) in enumerate(rows):
             drafter = entry.model_drafter
             drafter_label = drafter.label if drafter else (entry.drafters[0].label if entry.drafters else "–")
+            outlook = self.outlook_of(entry.id, quant.quant) if drafter is not None else None
+            if outlook is not None:
+                drafter_label = f"{format_factor(outlook.speedup)} here · {drafter_label}"  # the figure first
+            if outlook is not None and not outlook.pays:
+                drafter = None  # not downloaded with the model: the size and the memory are the model's
             size = quant.size + (drafter.size if drafter else 0)
             marks = ("  (starter)" if entry.starter else "") + ("  (gated)" if entry.gated else "")
             name_cell = _item(entry.display_name + marks, entry.id)
@@ -348,16 +400,21 @@ class ModelManagerDialog(QDialog):
                     f"{format_bytes(quant.size)} for the model and {format_bytes(drafter.size)} for its "
                     f"drafter ({drafter.label}), downloaded together."
                 )
+            elif outlook is not None:
+                size_cell.setToolTip(f"{format_bytes(quant.size)} for the model; {outlook.sentence}")
             fits_cell = _item(fits_text(size, self._available))
             fits_cell.setToolTip(FITS_TIP)
             status, loaded = self._catalog_status(entry, quant.filename)
+            drafter_cell = _item(drafter_label)
+            if outlook is not None:
+                drafter_cell.setToolTip(f"{outlook.sentence} (Measured with {outlook.measured_on}.)")
             cells = (
                 name_cell,
                 _item(entry.params),
                 _item(quant.quant),
                 size_cell,
                 fits_cell,
-                _item(drafter_label),
+                drafter_cell,
                 _item(status),
             )
             for column, cell in enumerate(cells):
@@ -379,6 +436,9 @@ class ModelManagerDialog(QDialog):
         if local is not None:
             if drafter is None or library is None or library.find_file(drafter.filename, drafter.repo):
                 return "Downloaded", False
+            outlook = self.outlook_of(entry.id, quant.quant)
+            if outlook is not None and not outlook.pays:
+                return f"Downloaded; drafter left out ({format_factor(outlook.speedup)} here)", False
             return "Downloaded, drafter not yet", False
         return ("Gated: needs a token" if entry.gated else ""), False
 
@@ -498,8 +558,8 @@ class ModelManagerDialog(QDialog):
             if item is not None and item.data(Qt.ItemDataRole.UserRole) == entry_id:
                 self.catalog_table.selectRow(row)
                 self.catalog_table.scrollToItem(item)
-                if note and self._job is None:
-                    self.catalog_message.setText(note)
+                if self._job is None:
+                    self._show_outlook(note)
                 return True
         return False
 
@@ -523,10 +583,58 @@ class ModelManagerDialog(QDialog):
             self.download_button.setToolTip("Downloads are not available in this build.")
         self.cancel_button.setVisible(downloading)
         self.progress.setVisible(downloading)
+        outlook = self._selected_outlook() if self._downloader is not None else None
+        self.download_anyway_button.setVisible(outlook is not None and not outlook.pays
+                                               and not self._drafter_here())
+        self.download_anyway_button.setEnabled(not downloading)
 
     # -- slots ------------------------------------------------------------------------
 
+    def _selected_outlook(self) -> DrafterOutlook | None:
+        entry_id = self._selected(self.catalog_table)
+        if entry_id is None:
+            return None
+        cell = self.catalog_table.item(self.catalog_table.currentRow(), 0)
+        quant = cell.data(QUANT_ROLE) if cell is not None else None
+        return self.outlook_of(str(entry_id), quant)
+
+    def _drafter_here(self) -> bool:
+        """Whether the selected entry's draft model is on this computer already."""
+        entry_id = self._selected(self.catalog_table)
+        if entry_id is None or self._catalog is None or self._library is None:
+            return False
+        try:
+            drafter = self._catalog.get(str(entry_id)).model_drafter
+        except KeyError:
+            return False
+        return drafter is not None and self._library.find_file(drafter.filename, drafter.repo) is not None
+
+    def _show_outlook(self, note: str = "") -> None:
+        """Under the catalog: ``note``, then the selected drafter's prediction here, if there is one;
+        "Download with its drafter anyway" is offered where the drafter is predicted not to pay and is
+        not here yet."""
+        outlook = self._selected_outlook()
+        words = [note] if note else []
+        if outlook is not None and self._drafter_here():
+            words.append(outlook.sentence_here)
+        elif outlook is not None:
+            anyway = ANYWAY if self._downloader is not None and not outlook.pays else ""
+            words.append(outlook.sentence + anyway)
+        self.catalog_message.setText(" ".join(words))
+        self._update_buttons()
+
+    def _on_catalog_table_item_selection_changed(self) -> None:
+        if not self._filling and self._job is None:
+            self._show_outlook()
+
+    def _on_download_anyway_button_clicked(self) -> None:
+        self._download(with_drafter=True)
+
     def _on_download_button_clicked(self) -> None:
+        outlook = self._selected_outlook()
+        self._download(with_drafter=outlook is None or outlook.pays)
+
+    def _download(self, with_drafter: bool) -> None:
         entry_id = self._selected(self.catalog_table)
         if entry_id is None or self._downloader is None:
             self.catalog_message.setText("Choose a model in the list first.")
@@ -541,10 +649,14 @@ class ModelManagerDialog(QDialog):
         row = self.catalog_table.currentRow()
         cell = self.catalog_table.item(row, 0)
         quant = cell.data(QUANT_ROLE) if cell is not None else None
-        self._job = self._downloader.start(entry_id, source=source, quant=quant)
+        self._job = self._downloader.start(entry_id, source=source, quant=quant, with_drafter=with_drafter)
+        outlook = self.outlook_of(str(entry_id), quant)
+        self._job_outlook = outlook if not with_drafter else None
         self.progress.setRange(0, 0)
         where = "the package index" if source == PYPI else "the Hugging Face hub"
-        self.catalog_message.setText(f"Downloading from {where}…")
+        left_out = (f" Without its drafter: predicted {format_factor(outlook.speedup)} plain speed here."
+                    if outlook is not None and not with_drafter else "")
+        self.catalog_message.setText(f"Downloading from {where}…{left_out}")
         self._update_buttons()
 
     def _on_pypi(self, entry_id: str) -> bool:
@@ -583,7 +695,11 @@ class ModelManagerDialog(QDialog):
                 break
         name = self.display_name(target)
         with_drafter = " and its drafter" if draft else ""
-        self.local_message.setText(f"Downloaded {name}{with_drafter}: ready to chat with.")
+        left_out, self._job_outlook = self._job_outlook, None
+        why = (f" Its drafter was not downloaded: predicted {format_factor(left_out.speedup)} plain speed "
+               "on this computer (the Catalog tab offers it anyway)." if left_out is not None and not draft
+               else "")
+        self.local_message.setText(f"Downloaded {name}{with_drafter}: ready to chat with.{why}")
         self._downloaded = (target, draft or None)
         self.load_now_button.setToolTip(f"Load {name}{with_drafter} now")
         self.load_now_button.show()
@@ -607,11 +723,28 @@ class ModelManagerDialog(QDialog):
 
     def _on_downloader_failed(self, _job: object, sentence: str) -> None:
         self._job = None
+        self._job_outlook = None
         self.catalog_message.setText(sentence)
         self._update_buttons()
 
     def _on_local_table_item_selection_changed(self) -> None:
         self._update_buttons()
+        path = self._selected(self.local_table)
+        if self._filling or path is None or self._pair is None or str(path) in self._drafter_of:
+            return
+        pairing = self.pairing_for(str(path))
+        if pairing is not None:
+            self.local_message.setText(pairing.reason)
+
+    def pairing_for(self, path: str) -> Any:
+        """What will draft for ``path`` and why (a catalog.library.Pairing); None where it failed."""
+        if self._pair is None:
+            return None
+        try:
+            return self._pair(path)
+        except Exception as exc:  # pairing is a hint; loading without a drafter still works
+            log.warning("pairing failed for %s: %s", path, exc)
+            return None
 
     def _on_add_folder_button_clicked(self) -> None:
         chosen = QFileDialog.getExistingDirectory(self, "Add a folder of GGUF models", str(Path.home()))
@@ -650,13 +783,11 @@ class ModelManagerDialog(QDialog):
         if not self._confirm_drafter_alone(path):
             return
         draft: str | None = None
-        if self._pair is not None:
-            try:
-                pairing = self._pair(path)
-                draft = str(pairing.draft_path) if pairing.draft_path else None
-                log.info("pairing for %s: %s", path, pairing.reason)
-            except Exception as exc:  # pairing is a hint; loading without a drafter still works
-                log.warning("pairing failed for %s: %s", path, exc)
+        pairing = self.pairing_for(path)
+        if pairing is not None:
+            draft = str(pairing.draft_path) if pairing.draft_path else None
+            self.refusal = pairing.reason if pairing.refused else ""
+            log.info("pairing for %s: %s", path, pairing.reason)
         emit(self.load_requested, path, draft)
         self.accept()
 

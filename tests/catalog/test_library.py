@@ -88,16 +88,46 @@ def test_pairing_by_fingerprint_for_a_target_not_in_the_table(
     catalog, lib = load_catalog(), Library([models], cache=cache)
     assert catalog.find_target_file(target.name) is None
 
-    # The 0.5B is 44% of the 1.5B: with the default limit (an eighth) it is refused, and the reason says why.
+    # The 0.5B is 44% of the 1.5B, beyond the eighth that usually pays: it is tried (the engine's
+    # measurement at load keeps it or drafts by lookup), not refused, and the reason says so.
     default = pair_drafter(target, catalog, lib)
-    assert default.kind == DrafterKind.NGRAM and default.draft_path is None
-    assert "tiny-helper.gguf shares its vocabulary but is 44% of its size" in default.reason
-    assert "n-gram" in default.reason
+    assert default.kind == DrafterKind.MODEL and default.draft_path == models / "tiny-helper.gguf"
+    assert default.trial and default.source == "fingerprint"
+    shares = "tiny-helper.gguf shares my-own-qwen-finetune.gguf's vocabulary and is 44% of its size"
+    assert shares in default.reason
+    assert "more than the 12.5% that usually pays: it is tried" in default.reason
 
     relaxed = pair_drafter(target, catalog, lib, max_ratio=0.5)
-    assert relaxed.kind == DrafterKind.MODEL and relaxed.source == "fingerprint"
+    assert relaxed.kind == DrafterKind.MODEL and relaxed.source == "fingerprint" and not relaxed.trial
     assert relaxed.draft_path == models / "tiny-helper.gguf"
-    assert "shares my-own-qwen-finetune.gguf's vocabulary and is 44% of its size" in relaxed.reason
+    assert f"{shares}, so it drafts" in relaxed.reason
+
+
+def test_the_f16_target_pairs_with_the_half_billion_drafter(
+    tmp_path: Path, qwen_target_f16_path: Path, qwen_draft_path: Path, cache: MetadataCache
+) -> None:
+    """Issue 30: the F16 1.5B with the 0.5B (14% of it) ran 1.37x plain paired by hand, yet the
+    eighth rule refused it and drafted by lookup. It is tried now, for the measurement to decide."""
+    models = tmp_path / "models"
+    target = link(models, qwen_target_f16_path.name, qwen_target_f16_path)
+    link(models, qwen_draft_path.name, qwen_draft_path)
+    catalog = load_catalog()
+    assert catalog.find_target_file(target.name) is None  # not the catalog's: paired by vocabulary
+    pairing = pair_drafter(target, catalog, Library([models], cache=cache))
+    assert pairing.kind == DrafterKind.MODEL and pairing.draft_path == models / qwen_draft_path.name
+    assert pairing.trial and "14% of its size" in pairing.reason and "it is tried" in pairing.reason
+
+
+def test_a_model_not_smaller_than_the_target_is_refused_and_says_why(
+    tmp_path: Path, qwen_target_path: Path, qwen_draft_path: Path, cache: MetadataCache
+) -> None:
+    models = tmp_path / "models"
+    target = link(models, "small-target.gguf", qwen_draft_path)
+    link(models, "big-one.gguf", qwen_target_path)
+    pairing = pair_drafter(target, load_catalog(), Library([models], cache=cache))
+    assert pairing.kind == DrafterKind.NGRAM and pairing.draft_path is None
+    assert "big-one.gguf shares its vocabulary but is not smaller than small-target.gguf" in pairing.reason
+    assert pairing.refused
 
 
 def test_no_model_shares_the_vocabulary(
@@ -108,11 +138,11 @@ def test_no_model_shares_the_vocabulary(
     link(models, gemma3_path.name, gemma3_path)
     link(models, qwen_draft_path.name, qwen_draft_path)
     pairing = pair_drafter(target, load_catalog(), Library([models], cache=cache))
-    assert pairing.kind == DrafterKind.NGRAM
+    assert pairing.kind == DrafterKind.NGRAM and not pairing.refused  # nothing was there to take
     assert pairing.reason.startswith("No local model shares smol-target.gguf's vocabulary.")
 
 
-def test_the_eighth_rule_on_synthetic_models(tmp_path: Path, cache: MetadataCache) -> None:
+def test_the_eighth_is_a_preference_on_synthetic_models(tmp_path: Path, cache: MetadataCache) -> None:
     tokens = ["<unk>", "<s>", "</s>", *(f"tok{i}" for i in range(50))]
     models = tmp_path / "models"
     models.mkdir()
@@ -126,6 +156,14 @@ def test_the_eighth_rule_on_synthetic_models(tmp_path: Path, cache: MetadataCach
     )
     # The largest same-vocabulary model within an eighth of the target drafts best.
     assert pairing.kind == DrafterKind.MODEL and pairing.draft_path == models / "small.gguf"
+    assert not pairing.trial
+    # Without one within an eighth, the smallest beyond it is tried.
+    (models / "small.gguf").unlink()
+    (models / "smaller.gguf").unlink()
+    tried = pair_drafter(
+        target, parse_catalog("schema_version = 1", "empty.toml"), Library([models], cache=cache)
+    )
+    assert tried.kind == DrafterKind.MODEL and tried.draft_path == models / "too-big.gguf" and tried.trial
 
 
 def test_catalog_drafter_missing_falls_back_and_says_so(tmp_path: Path, cache: MetadataCache) -> None:
@@ -159,10 +197,12 @@ size = 5000000
     assert pairing.kind == DrafterKind.NGRAM
     assert pairing.missing_drafter is not None and pairing.missing_drafter.filename == "d-q8_0.gguf"
     assert "is not downloaded" in pairing.reason and "Download d-q8_0.gguf" in pairing.reason
+    assert pairing.refused  # the window says it as the model loads
 
     write_gguf(models / "d-q8_0.gguf", vocab_kv(["a", "b", "x", "d"]), total_size=5_000_000)
     mismatch = pair_drafter(target, catalog, Library([models], cache=cache))
     assert mismatch.kind == DrafterKind.NGRAM and "does not share the target's vocabulary" in mismatch.reason
+    assert mismatch.refused
 
 
 def test_catalog_can_prefer_ngram(tmp_path: Path, cache: MetadataCache) -> None:

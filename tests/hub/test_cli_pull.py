@@ -112,3 +112,28 @@ def test_progress_bar_text() -> None:
     assert lines[-1].startswith(
         "[########################] 100% 2.0 MB/2.0 MB 500.0 KB/s ETA 0:00 b.gguf (2/2)"
     )
+
+
+def test_a_drafter_predicted_not_to_pay_is_said_before_the_download(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Asked for by name the pair is downloaded as asked; where the app measured this computer the
+    command says first that the drafter is predicted not to pay, and how to leave it out."""
+    from localchat.catalog import starter_choice
+    from localchat.catalog.drafters import load_catalog
+    from localchat.settings import folders
+
+    kept = tmp_path / "machine-measure.json"
+    monkeypatch.setattr(folders, "machine_measure_path", lambda: kept)
+    starter = load_catalog().starter
+    assert starter is not None
+    assert pull_cmd._drafter_note(starter, None) == ""  # nothing measured yet
+    starter_choice.save(kept, starter_choice.MachineMeasure(
+        1_117_320_768, {1: 0.0574, 2: 0.0907, 4: 0.1082, 8: 0.1875, 16: 0.2169}, 0.0332,
+        drafter_file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", drafter_bytes=491_400_064))
+    note = pull_cmd._drafter_note(starter, None)
+    assert note.startswith("On this computer the drafter qwen2.5-coder-0.5b-instruct-q4_k_m.gguf is "
+                           "predicted to run 0.8x plain speed with Qwen2.5-Coder 1.5B Instruct Q4_K_M: it "
+                           "costs more")
+    assert "--no-drafter leaves it out" in note
+    assert pull_cmd._drafter_note(load_catalog().get("qwen2.5-coder-7b-instruct"), None) == ""  # it pays

@@ -35,6 +35,22 @@ def test_download_reports_progress_and_finishes(
     assert not svc.active
 
 
+def test_a_drafter_predicted_not_to_pay_is_left_out_and_fetched_later_on_request(
+    qtbot: QtBot, tmp_path: Path, catalog: Catalog, hub: HubServer, smollm2_path: Path, tiny_draft: bytes  # noqa: F811
+) -> None:
+    hub.add("test/SmolLM2-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", smollm2_path)
+    hub.add("test/Tiny-GGUF", "tiny-draft.gguf", tiny_draft)
+    models = tmp_path / "models"
+    svc = _service(models, catalog, hub)
+    with qtbot.waitSignal(svc.finished, timeout=60_000) as blocker:
+        svc.start("smol", with_drafter=False)
+    assert blocker.args[2] == "" and Path(blocker.args[1]).is_file()
+    assert not list(models.rglob("tiny-draft.gguf"))
+    with qtbot.waitSignal(svc.finished, timeout=60_000) as blocker:  # "Download anyway"
+        svc.start("smol")
+    assert Path(blocker.args[2]).read_bytes() == tiny_draft
+
+
 def test_cancel_reports_a_sentence_and_keeps_nothing_as_a_model(
     qtbot: QtBot, tmp_path: Path, catalog: Catalog, hub: HubServer, smollm2_path: Path, tiny_draft: bytes  # noqa: F811
 ) -> None:

@@ -23,8 +23,11 @@ class FakeDownloader(QObject):
         self.sources: list[str] = []
         self.cancelled: list[object] = []
         self.quants: list[str | None] = []
+        self.with_drafter: list[bool] = []
 
-    def start(self, entry_id: str, *, source: str = "hub", quant: str | None = None) -> object:
+    def start(self, entry_id: str, *, source: str = "hub", quant: str | None = None,
+              with_drafter: bool = True) -> object:
+        self.with_drafter.append(with_drafter)
         self.started.append(entry_id)
         self.sources.append(source)
         self.quants.append(quant)
@@ -409,3 +412,113 @@ def test_a_finished_download_is_listed_at_once_and_offered(qtbot, tmp_path: Path
     with qtbot.waitSignal(dialog.load_requested) as blocker:
         dialog.load_now_button.click()
     assert blocker.args == [str(target), None]
+
+
+def _outlook(speedup: float):  # type: ignore[no-untyped-def]
+    """The app's prediction function, with a fixed figure for the catalog's drafter."""
+    from localchat.catalog.drafter_payoff import DrafterOutlook
+
+    def outlook(entry_id: str, quant: str | None) -> DrafterOutlook:
+        return DrafterOutlook("draft.gguf", f"Model {entry_id[-1]} {quant}", speedup, 2, "Model 0")
+
+    return outlook
+
+
+def test_a_drafter_predicted_not_to_pay_is_not_downloaded_and_the_figure_says_why(
+    qtbot, tmp_path: Path
+) -> None:
+    downloader = FakeDownloader()
+    dialog = ModelManagerDialog(catalog(), Library([tmp_path]), downloader=downloader, outlook=_outlook(0.79))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    drafter_col, size_col = _column(CATALOG_COLUMNS, "Drafter"), _column(CATALOG_COLUMNS, "Size")
+    assert dialog.catalog_table.item(0, drafter_col).text() == "0.8x here · draft.gguf"
+    assert dialog.catalog_table.item(0, size_col).text() == "1.0 GB"  # the model alone is downloaded
+    assert "predicted to run 0.8x plain speed" in dialog.catalog_table.item(0, drafter_col).toolTip()
+
+    dialog.catalog_table.selectRow(0)
+    message = dialog.catalog_message.text()
+    assert message.startswith("On this computer the drafter draft.gguf is predicted to run 0.8x plain speed "
+                              "with Model 0 Q4_K_M: it costs more than it saves, so it is not downloaded.")
+    assert "Download it anyway to try it" in message
+    assert dialog.download_anyway_button.isVisible()
+
+    dialog.download_button.click()
+    assert downloader.started == ["model-0"] and downloader.with_drafter == [False]
+    assert "Without its drafter: predicted 0.8x plain speed here." in dialog.catalog_message.text()
+    assert not dialog.download_anyway_button.isEnabled()  # one download at a time
+    downloader.finished.emit(1, str(tmp_path / "model-0.gguf"), "")
+    assert "Its drafter was not downloaded: predicted 0.8x plain speed on this computer" in (
+        dialog.local_message.text())
+
+    dialog.tabs.setCurrentIndex(1)
+    dialog.catalog_table.selectRow(0)
+    dialog.download_anyway_button.click()  # the user's call: the measurement at load decides
+    assert downloader.with_drafter == [False, True]
+
+
+def test_a_drafter_predicted_to_pay_is_downloaded_with_its_model(qtbot, tmp_path: Path) -> None:
+    downloader = FakeDownloader()
+    dialog = ModelManagerDialog(catalog(), Library([tmp_path]), downloader=downloader, outlook=_outlook(1.37))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.catalog_table.selectRow(0)
+    assert "predicted to make Model 0 Q4_K_M 1.37x as fast as plain decoding" in dialog.catalog_message.text()
+    assert not dialog.download_anyway_button.isVisible()
+    assert dialog.catalog_table.item(0, _column(CATALOG_COLUMNS, "Size")).text() == "1.4 GB"
+    dialog.download_button.click()
+    assert downloader.with_drafter == [True]
+
+
+def test_nothing_measured_downloads_the_drafter_as_before(qtbot, tmp_path: Path) -> None:
+    downloader = FakeDownloader()
+    dialog = ModelManagerDialog(catalog(), Library([tmp_path]), downloader=downloader,
+                                outlook=lambda _entry, _quant: None)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.catalog_table.selectRow(0)
+    assert dialog.catalog_message.text() == "" and not dialog.download_anyway_button.isVisible()
+    assert dialog.catalog_table.item(0, _column(CATALOG_COLUMNS, "Drafter")).text() == "draft.gguf"
+    dialog.download_button.click()
+    assert downloader.with_drafter == [True]
+
+
+def test_selecting_a_local_model_says_what_drafts_for_it_and_why(
+    qtbot, tmp_path: Path, qwen_target_f16_path: Path, qwen_draft_path: Path, smollm2_path: Path
+) -> None:
+    from localchat.catalog.library import pair_drafter
+
+    real = load_catalog()
+    own = tmp_path / "models"
+    f16, draft, smol = _linked(own, qwen_target_f16_path, qwen_draft_path, smollm2_path)
+    library = Library([own])
+    dialog = ModelManagerDialog(real, library, pair=lambda p: pair_drafter(p, real, library))
+    qtbot.addWidget(dialog)
+    rows = {dialog.local_table.item(r, 0).data(Qt.ItemDataRole.UserRole): r
+            for r in range(dialog.local_table.rowCount())}
+    dialog.local_table.selectRow(rows[str(f16)])
+    said = dialog.local_message.text()
+    assert f"{draft.name} shares {f16.name}'s vocabulary and is 14% of its size" in said
+    assert "it is tried, and kept if it measures faster on this computer" in said
+    dialog.local_table.selectRow(rows[str(smol)])
+    assert dialog.local_message.text().startswith(f"No local model shares {smol.name}'s vocabulary.")
+    loads: list[list[object]] = []
+    dialog.load_requested.connect(lambda t, d: loads.append([t, d]))
+    dialog.local_table.selectRow(rows[str(f16)])
+    dialog.load_button.click()
+    assert loads == [[str(f16), str(draft)]]
+
+
+def test_a_drafter_already_here_is_not_offered_again(qtbot, tmp_path: Path) -> None:
+    from tests.catalog.ggufwriter import vocab_kv, write_gguf
+
+    write_gguf(tmp_path / "draft.gguf", vocab_kv(["a", "b", "c"]))
+    downloader = FakeDownloader()
+    dialog = ModelManagerDialog(catalog(), Library([tmp_path]), downloader=downloader, outlook=_outlook(0.79))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.tabs.setCurrentIndex(1)
+    dialog.catalog_table.selectRow(0)
+    assert dialog.catalog_message.text().endswith(
+        "the engine measures the pair when it loads and drafts with it only if it pays.")
+    assert not dialog.download_anyway_button.isVisible()

@@ -354,13 +354,16 @@ def test_model_manager(
     shutil.rmtree(root)
 
 
+@pytest.mark.parametrize("theme", THEMES)
 def test_starter_manager(
-    fake_app: AppParts, shots_root: Path, qwen_target_path: Path, qwen_draft_path: Path
+    fake_app: AppParts, shots_root: Path, qwen_target_path: Path, qwen_draft_path: Path, theme: str
 ) -> None:
-    """docs/screenshots/starter-manager.png: "Get the starter models" after the starter pair was measured
-    on a 2-core CPU, where the 1.5B stays the starter: the manager opens on it, with the reason."""
+    """docs/screenshots/starter-manager[-dark].png: "Get the starter models" after the starter pair was
+    measured on a 2-core CPU, where the 1.5B stays the starter: the manager opens on it, with the reason,
+    and says that its drafter is predicted to cost more than it saves there (not downloaded with it;
+    "Download with its drafter anyway")."""
     parts = fake_app
-    parts.settings.set("theme", "light")
+    parts.settings.set("theme", theme)
     window = parts.window
     window.resize(1180, 720)
     window.show()
@@ -374,8 +377,11 @@ def test_starter_manager(
         note = dialog.catalog_message.text()
         assert note.startswith("For this computer: Qwen2.5-Coder 1.5B Instruct, about "), note
         assert "Qwen2.5-Coder 7B Instruct would write about" in note
+        assert "is predicted to run 0.8x plain speed with Qwen2.5-Coder 1.5B Instruct Q4_K_M" in note, note
+        assert "so it is not downloaded" in note and dialog.download_anyway_button.isVisible()
         assert dialog.tabs.currentIndex() == 1 and dialog.catalog_table.currentRow() == 0
-        save(over(window, dialog, QPoint(10, 32)), shots_root, "screenshots/starter-manager.png")
+        name = f"screenshots/starter-manager{'-dark' if theme == 'dark' else ''}.png"
+        save(over(window, dialog, QPoint(10, 32)), shots_root, name)
 
     models = parts.models
     assert models is not None and models.advisor is not None
