@@ -382,7 +382,7 @@ def build_main_window(
 
     advisor = StarterAdvisor(data / folders.machine_measure_path().name, _catalog_or_none)
     models = ModelsWiring(window, settings, client, window.load_model, window.suggestion.offer, downloads,
-                          advisor, window.suggestion.offer_load, window.say_after_load)
+                          advisor, window.suggestion.offer_load, window.page.say_after_load)
     window.suggestion.load_requested.connect(window.load_model)
     window.model_manager_requested.connect(models.open_manager)
     window.starter_requested.connect(models.open_starter)

@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from localchat.chat.attachments import Attachment
+from localchat.host.events import EngineState, Phase
 from localchat.services.attachment_reader import AttachmentReader
 from localchat.ui import dialogs
 from localchat.ui.attachment_chips import AttachmentChips
@@ -50,6 +51,7 @@ class ChatPage(QWidget):
         self.notice.setWordWrap(True)
         self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.notice.hide()
+        self._after_load = ""  # a sentence for under the chat once the next model loaded (say_after_load)
         # A bigger starter model that suits this computer better (services.StarterAdvisor).
         self.suggestion = SuggestionBanner(self)
 
@@ -104,6 +106,30 @@ class ChatPage(QWidget):
         """One sentence under the chat (an error, or what just happened); empty hides it."""
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
+
+    def say_after_load(self, sentence: str) -> None:
+        """Show ``sentence`` under the chat once the next model has loaded (why its drafter was not
+        taken: the model manager's pairing), before the engine's own reason; "" forgets it."""
+        self._after_load = sentence
+
+    def after_model_state(self, state: EngineState) -> None:
+        """On a new engine phase. Once a model is ready: why it drafts without a draft model, under the
+        chat after what is there already (the preset's sentence), not only in the status bar's tooltip
+        and the log: the pairing's refusal (``say_after_load``), and where a draft model was loaded, the
+        engine's reason (its vocabulary does not match, or the measurement at load says it costs more
+        than it saves). A load that failed or stopped forgets the pairing's sentence."""
+        if state.phase is not Phase.READY:
+            if state.failure is not None and state.phase in (Phase.FAILED, Phase.STOPPED):
+                self._after_load = ""
+            return
+        info, config = state.info, state.config
+        said, self._after_load = self._after_load, ""
+        engine = (info.speculation.reason if info is not None and config is not None and config.draft_path
+                  else "")
+        if not said and not engine:
+            return
+        shown = "" if self.notice.isHidden() else self.notice.text()
+        self.show_notice(" ".join(t for t in (shown, said, engine) if t))
 
     def set_busy(self, busy: bool, has_chat: bool) -> None:
         self.stop_button.setEnabled(busy)

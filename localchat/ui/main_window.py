@@ -76,7 +76,6 @@ class MainWindow(QMainWindow):
         self._settings = settings
         self._search = ""
         self._phase = engine.state.phase
-        self._after_load = ""  # a sentence for under the chat once the next model loaded (say_after_load)
         self.history_dialog: QMessageBox | None = None
         self.hub_token: TokenKeeper | None = None  # the Settings dialog's Hugging Face tab, set by app.py
         self.tool_servers: ToolServersKeeper | None = None  # the Settings dialog's Tools tab, set by app.py
@@ -182,11 +181,6 @@ class MainWindow(QMainWindow):
     def show_history_recovered(self, headline: str, details: str) -> None:
         """Say, in a dialog that does not block, that the chat history was set aside and where it is."""
         self.history_dialog = dialogs.history_recovered_dialog(self, headline, details)
-
-    def say_after_load(self, sentence: str) -> None:
-        """Show ``sentence`` under the chat once the next model has loaded (why its drafter was not
-        taken: the model manager's pairing), before the engine's own reason."""
-        self._after_load = sentence
 
     def load_model(self, target_path: str, draft_path: str | None = None) -> None:
         """Ask the engine to load ``target_path`` (with a drafter); the window stays usable."""
@@ -298,9 +292,8 @@ class MainWindow(QMainWindow):
 
     def _on_session_reply_finished(self, end: ReplyEnd) -> None:
         result = end.result
-        footer = "Interrupted." if result is None and end.sentence else ""
-        if result is not None:
-            footer = formatting.ended_footer(result.stats, result.finish_reason)
+        footer = (formatting.ended_footer(result.stats, result.finish_reason) if result is not None
+                  else "Interrupted." if end.sentence else "")
         if end.conversation_id == self.session.current_id:
             self.chat_view.end_reply(footer, end.text, end.drafted_runs, end.message_id, end.variant,
                                      end.tools, end.reasoning)
@@ -316,8 +309,7 @@ class MainWindow(QMainWindow):
         self._update_buttons()
 
     def _on_engine_state_changed(self, state: EngineState) -> None:
-        config = state.config
-        model = self.session.model
+        model, config = self.session.model, state.config
         name = model.target_name or (model.model_name(config.target_path) if config else "")
         self.status.show_state(state, name, model.draft_name)
         changed, self._phase = state.phase is not self._phase, state.phase
@@ -328,30 +320,15 @@ class MainWindow(QMainWindow):
             elif changed and state.failure is None:
                 self.page.show_notice("")
         elif changed and state.failure is not None and state.phase in (Phase.FAILED, Phase.STOPPED):
-            self._after_load = ""  # said of a load that did not happen
             words = sentence(state.failure, Audience.WINDOW, log_path=self.engine.log_path)
             self.page.show_notice(words)
             if state.phase is Phase.FAILED:
                 self.welcome.show_message(words)
         elif state.phase is Phase.READY:
             self.show_welcome(False)
-            if changed:
-                self._say_why_no_draft_model(state)
+        if changed:
+            self.page.after_model_state(state)  # why it drafts without the draft model, once loaded
         self._update_buttons()
-
-    def _say_why_no_draft_model(self, state: EngineState) -> None:
-        """Why the model drafts without a draft model, under the chat after what is there already (the
-        preset's sentence), not only in the status bar's tooltip and the log: the pairing's refusal
-        (``say_after_load``), and where a draft model was loaded, the engine's reason (its vocabulary
-        does not match, or the measurement at load says it costs more than it saves)."""
-        info, config = state.info, state.config
-        said, self._after_load = self._after_load, ""
-        engine = (info.speculation.reason if info is not None and config is not None and config.draft_path
-                  else "")
-        if not said and not engine:
-            return
-        shown = "" if self.page.notice.isHidden() else self.page.notice.text()
-        self.page.show_notice(" ".join(t for t in (shown, said, engine) if t))
 
     # -- widget slots -----------------------------------------------------------------
 
