@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from localchat.catalog.drafters import CatalogEntry, file_key
+from localchat.catalog.names import SEPARATOR
 from localchat.catalog.starter_choice import LONGEST_PREDICTED_DRAFT, MachineMeasure, best_speedup
 
 # Per-token acceptance the prediction assumes: conservative, below what the catalog's Qwen pairs
@@ -133,4 +134,4 @@ def outlook_for_entry(entry: CatalogEntry, quant: str | None, measured: MachineM
     except KeyError:
         return None
     return predict_drafter(measured, q.size, drafter.size, drafter=drafter.label,
-                           target=f"{entry.display_name} {q.quant}", drafter_file=drafter.filename)
+                           target=f"{entry.display_name}{SEPARATOR}{q.quant}", drafter_file=drafter.filename)

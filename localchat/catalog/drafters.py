@@ -88,8 +88,12 @@ class DrafterEntry:
     def label(self) -> str:
         if self.kind == DrafterKind.NGRAM:
             return "n-gram prompt lookup"
-        name = PurePosixPath(self.filename).name if self.filename else self.kind
-        return name + (" (experimental)" if self.experimental else "")
+        if not self.filename:
+            return self.kind + (" (experimental)" if self.experimental else "")
+        from localchat.catalog.names import drafter_name  # names reads this module's types
+
+        # "Qwen2.5-Coder 0.5B Instruct · Q4_K_M", as the window names the loaded drafter, not its file
+        return drafter_name(self) + (" (experimental)" if self.experimental else "")
 
 
 @dataclass(frozen=True)

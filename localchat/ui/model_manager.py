@@ -223,6 +223,8 @@ class ModelManagerDialog(QDialog):
 
         self.tabs = QTabWidget(self)
         self.catalog_table = _table(CATALOG_COLUMNS, "Drafter", self)  # the model's name stays whole
+        # Catalog names, not paths: their start says the most ("0.8x here · Qwen2.5-Coder 0.5B…").
+        self.catalog_table.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.download_button = QPushButton("Download", self)
         self.download_anyway_button = QPushButton("Download with its drafter anyway", self)
         self.download_anyway_button.setObjectName("download_anyway")

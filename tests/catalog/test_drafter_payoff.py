@@ -92,7 +92,7 @@ def test_catalog_entries_nothing_measured_means_no_prediction() -> None:
     assert starter is not None
     assert outlook_for_entry(starter, None, None) is None  # first run: download as before
     out = outlook_for_entry(starter, None, CPU_2_CORES)
-    assert out is not None and not out.pays and "Qwen2.5-Coder 1.5B Instruct Q4_K_M" in out.sentence
+    assert out is not None and not out.pays and "Qwen2.5-Coder 1.5B Instruct · Q4_K_M" in out.sentence
     seven = catalog.get("qwen2.5-coder-7b-instruct")
     big = outlook_for_entry(seven, None, CPU_2_CORES)
     assert big is not None and big.pays  # the same drafter pays for a target four times the size

@@ -132,8 +132,8 @@ def test_a_drafter_predicted_not_to_pay_is_said_before_the_download(
         1_117_320_768, {1: 0.0574, 2: 0.0907, 4: 0.1082, 8: 0.1875, 16: 0.2169}, 0.0332,
         drafter_file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", drafter_bytes=491_400_064))
     note = pull_cmd._drafter_note(starter, None)
-    assert note.startswith("On this computer the drafter qwen2.5-coder-0.5b-instruct-q4_k_m.gguf is "
-                           "predicted to run 0.8x plain speed with Qwen2.5-Coder 1.5B Instruct Q4_K_M: it "
+    assert note.startswith("On this computer the drafter Qwen2.5-Coder 0.5B Instruct · Q4_K_M is "
+                           "predicted to run 0.8x plain speed with Qwen2.5-Coder 1.5B Instruct · Q4_K_M: it "
                            "costs more")
     assert "--no-drafter leaves it out" in note
     assert pull_cmd._drafter_note(load_catalog().get("qwen2.5-coder-7b-instruct"), None) == ""  # it pays

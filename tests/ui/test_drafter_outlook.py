@@ -56,10 +56,10 @@ def test_a_small_cpus_measurement_predicts_the_starters_drafter_does_not_pay(
     kept = json.loads((tmp_path / "data" / "machine-measure.json").read_text())
     assert kept["drafter_bytes"] == 491_400_064
     seen = read_manager(parts.window.starter_requested.emit)
-    assert ("the drafter qwen2.5-coder-0.5b-instruct-q4_k_m.gguf is predicted to run 0.8x plain speed "
-            "with Qwen2.5-Coder 1.5B Instruct Q4_K_M: it costs more than it saves, so it is not "
+    assert ("the drafter Qwen2.5-Coder 0.5B Instruct · Q4_K_M is predicted to run 0.8x plain speed "
+            "with Qwen2.5-Coder 1.5B Instruct · Q4_K_M: it costs more than it saves, so it is not "
             "downloaded.") in str(seen["message"])
-    assert str(seen["drafter"]).startswith("0.8x here · qwen2.5-coder-0.5b") and seen["anyway"]
+    assert str(seen["drafter"]).startswith("0.8x here · Qwen2.5-Coder 0.5B Instruct") and seen["anyway"]
 
 
 def test_a_drafter_the_load_measured_not_to_pay_says_so_under_the_chat(parts: AppParts) -> None:

@@ -81,7 +81,7 @@ def test_lists_catalog_and_local_models_and_loads(qtbot, tmp_path: Path, smollm2
     dialog = ModelManagerDialog(catalog(), library, available_memory=8 * 2**30)
     qtbot.addWidget(dialog)
     assert dialog.catalog_table.rowCount() == 2
-    assert dialog.catalog_table.item(0, 5).text() == "draft.gguf"
+    assert dialog.catalog_table.item(0, 5).text() == "draft"
     assert dialog.catalog_table.item(0, 3).text() == "1.4 GB"  # decimal, as the CLI
     assert dialog.catalog_table.item(0, 0).text() == "Model 0  (starter)"
     assert dialog.catalog_table.item(1, 0).text() == "Model 1  (gated)"
@@ -432,7 +432,7 @@ def test_a_drafter_predicted_not_to_pay_is_not_downloaded_and_the_figure_says_wh
     qtbot.addWidget(dialog)
     dialog.show()
     drafter_col, size_col = _column(CATALOG_COLUMNS, "Drafter"), _column(CATALOG_COLUMNS, "Size")
-    assert dialog.catalog_table.item(0, drafter_col).text() == "0.8x here · draft.gguf"
+    assert dialog.catalog_table.item(0, drafter_col).text() == "0.8x here · draft"
     assert dialog.catalog_table.item(0, size_col).text() == "1.0 GB"  # the model alone is downloaded
     assert "predicted to run 0.8x plain speed" in dialog.catalog_table.item(0, drafter_col).toolTip()
 
@@ -478,7 +478,7 @@ def test_nothing_measured_downloads_the_drafter_as_before(qtbot, tmp_path: Path)
     dialog.show()
     dialog.catalog_table.selectRow(0)
     assert dialog.catalog_message.text() == "" and not dialog.download_anyway_button.isVisible()
-    assert dialog.catalog_table.item(0, _column(CATALOG_COLUMNS, "Drafter")).text() == "draft.gguf"
+    assert dialog.catalog_table.item(0, _column(CATALOG_COLUMNS, "Drafter")).text() == "draft"
     dialog.download_button.click()
     assert downloader.with_drafter == [True]
 

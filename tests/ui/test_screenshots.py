@@ -377,7 +377,7 @@ def test_starter_manager(
         note = dialog.catalog_message.text()
         assert note.startswith("For this computer: Qwen2.5-Coder 1.5B Instruct, about "), note
         assert "Qwen2.5-Coder 7B Instruct would write about" in note
-        assert "is predicted to run 0.8x plain speed with Qwen2.5-Coder 1.5B Instruct Q4_K_M" in note, note
+        assert "is predicted to run 0.8x plain speed with Qwen2.5-Coder 1.5B Instruct · Q4_K_M" in note, note
         assert "so it is not downloaded" in note and dialog.download_anyway_button.isVisible()
         assert dialog.tabs.currentIndex() == 1 and dialog.catalog_table.currentRow() == 0
         name = f"screenshots/starter-manager{'-dark' if theme == 'dark' else ''}.png"
