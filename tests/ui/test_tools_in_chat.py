@@ -79,6 +79,7 @@ def test_a_call_is_confirmed_run_and_its_result_goes_back(qtbot, tmp_path: Path)
         w.send_message("Thanks")
         third = request(qtbot, parts, 3)
         assert [m.role for m in third.messages] == ["user", "assistant", "tool", "assistant", "user"]
+        assert [t.name for t in third.tools] == ["add", "multiply"]  # offered again with the next message
         engine.finish()
         target = tmp_path / "chat.md"
         assert parts.session.export(w.session.current_id, "markdown", target) == ""
