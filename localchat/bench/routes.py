@@ -16,6 +16,7 @@ The engine is made by the factory the benchmark process was given: nothing here 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,8 +25,11 @@ from localchat.bench.api_engine import ApiBenchEngine
 from localchat.bench.link_delay import DelayedEngine, DelayRelay, round_trip_ms
 from localchat.bench.route_facts import API, RoundTrip, RouteFacts, ServerTime, link_route
 from localchat.bench.runner import BenchEngine
+from localchat.engine.errors import EngineError
 from localchat.engine.rpc_wire import parse_endpoint
 from localchat.engine.types import EngineConfig
+
+log = logging.getLogger(__name__)
 
 
 def here_config(config: EngineConfig, delays: Sequence[float]) -> EngineConfig:
@@ -47,7 +51,12 @@ class OpenRoutes:
         the run was cancelled)."""
         if self.api is None:
             return RouteFacts(round_trips=tuple(self.round_trips), split_placement=self.split_placement)
-        latency = self.api.turn_latency(prompt) if prompt is not None else None
+        latency = None
+        if prompt is not None:
+            try:
+                latency = self.api.turn_latency(prompt)
+            except EngineError as exc:  # the run's records stand without it
+                log.warning("the time to first token through the API was not measured: %s", exc)
         times = tuple(ServerTime(mode, n, tokens, seconds)
                       for (mode, n), (tokens, seconds) in self.api.server_seconds.items())
         return RouteFacts(True, times, latency, tuple(self.round_trips), self.split_placement)

@@ -23,9 +23,10 @@ from localchat.bench.prompts import (
     prompts_from,
 )
 from localchat.bench.report import BenchReport, result_rows, same_text
-from localchat.bench.route_facts import RouteFacts, ServerTime, route_names
-from localchat.bench.routes import here_config, open_routes
+from localchat.bench.route_facts import RouteFacts, ServerTime, TurnLatency, route_names
+from localchat.bench.routes import OpenRoutes, here_config, open_routes
 from localchat.bench.runner import run_bench
+from localchat.engine.errors import EngineError
 from localchat.engine.rpc_wire import Endpoint
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import (
@@ -247,3 +248,21 @@ def test_open_routes_without_routes_opens_nothing() -> None:
     with contextlib.ExitStack() as stack:
         routes = open_routes(stack, factory, EngineConfig("t.gguf"), "", [])
     assert routes.engines == {} and routes.facts(None) == RouteFacts()
+
+
+class _Api:
+    """An ApiBenchEngine's facts: the server's timings per mode, and a latency that cannot be measured."""
+
+    def __init__(self) -> None:
+        self.server_seconds = {("draft", 4): (40, 2.0)}
+
+    def turn_latency(self, prompt: str) -> TurnLatency:
+        raise EngineError("The API answered with an error: 503")
+
+
+def test_the_api_routes_facts_stand_without_a_latency_the_api_refused() -> None:
+    routes = OpenRoutes(api=_Api())  # type: ignore[arg-type]
+    facts = routes.facts("Count.")
+    assert facts.api and facts.latency is None
+    assert facts.server_times == (ServerTime("draft", 4, 40, 2.0),)
+    assert routes.facts(None).latency is None  # a cancelled run measures none
