@@ -95,6 +95,8 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "localchat.bench.oracle": ("bench/test_report.py", "bench/test_routes.py"),
     "localchat.bench.prompts": ("bench/test_report.py", "bench/test_routes.py"),
     "localchat.bench.report": ("bench/test_report.py", "bench/test_routes.py"),
+    "localchat.bench.route_facts": ("bench/test_routes.py",),
+    "localchat.bench.routes": ("bench/test_routes.py",),
     "localchat.bench.runner": ("bench/test_routes.py",),
     "localchat.toolservers.config": ("toolservers/test_config.py", "toolservers/test_hub.py"),
     "localchat.toolservers.framing": ("toolservers/test_framing.py",),

@@ -9,9 +9,11 @@
 - runner.py: runs every prompt in every mode on an engine. The module here that drives
   an engine (a route only stands between it and one); it reaches it through a Protocol, so even it
   does not import
-  ``localchat.engine.engine``. It runs in the benchmark process (host/bench_child.py)
-  or in ``localchat bench``, never in the GUI process (an import-linter contract checks
-  that the GUI imports neither it nor the engine, directly or not).
+  ``localchat.engine.engine``. It runs in the benchmark process (host/bench_child.py, for the
+  app's dialog and ``localchat bench`` alike), never in the GUI process (an import-linter
+  contract checks that the GUI imports neither it nor the engine, directly or not).
 - api_engine.py: a route through an OpenAI-compatible server, timed as the official client sees it.
 - link_delay.py: a route to RPC workers behind added link latency (a delaying TCP relay).
+- routes.py: the routes a run asks for, built in the benchmark process; route_facts.py: what was
+  measured about them, sent back with the report.
 """

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from localchat.bench.route_facts import TurnLatency
 from localchat.engine.errors import EngineError
 from localchat.engine.speculation_modes import mode_for_speculation
 from localchat.engine.stats import GenerationStats
@@ -57,15 +58,6 @@ class _Streamed:
     usage: Any = None
     timings: dict[str, Any] | None = None
     cancelled: bool = False
-
-
-@dataclass(frozen=True)
-class TurnLatency:
-    """Time to first token through the API: a first turn, and its follow-up (only its new tokens are
-    read: the server keeps the conversation's cache)."""
-
-    first_turn_s: float
-    follow_up_s: float
 
 
 class ApiBenchEngine:

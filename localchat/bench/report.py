@@ -111,7 +111,7 @@ class BenchReport:
     records: list[BenchRecord] = field(default_factory=list)
     # (prompt id, why): prompts the engine could not run (longer than the context...); the rest go on.
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    # Of the process that ran the models (the benchmark process, or the CLI's own); None if unknown.
+    # Of the benchmark process, which ran the models (a route's engine process aside); None if unknown.
     peak_rss_mb: float | None = None
 
     def summary(self) -> list[SummaryRow]:

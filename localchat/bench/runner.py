@@ -10,7 +10,7 @@ without it the tokens, and then the text, may differ). A prompt with a schema
 them, and the reply follows the tool grammar (engine/tooluse/grammar.py).
 
 The engine is reached through the ``BenchEngine`` Protocol: this module runs in
-the benchmark process or the CLI, which make the engine; nothing here imports it.
+the benchmark process, which makes the engine; nothing here imports it.
 A mode with a route (bench/modes.py) runs on ``routes[mode.route]`` instead, another
 BenchEngine (the local API, the target split over workers behind a slow link),
 interleaved with the others prompt by prompt, and compared with plain decoding on

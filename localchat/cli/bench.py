@@ -2,7 +2,10 @@
 
 ``--through-api`` and ``--link-latency`` measure the same prompts in a second place as well, in the
 same run (cli/bench_routes.py): through the local API with the OpenAI client, or with the target
-split over workers behind an added link latency."""
+split over workers behind an added link latency.
+
+Every engine runs in a child process (cli/bench_process.py): the bench's own and a split target's in
+the benchmark process, the API's in the engine process behind the server; this one only prints."""
 
 from __future__ import annotations
 
@@ -145,19 +148,16 @@ def run(args: argparse.Namespace) -> int:
         config = replace(engine_config(args), use_profile=not args.fresh)
     except ValueError as exc:
         return fail(str(exc))
-    routes = bench_routes.Routes()
     failure: str | None = None  # the run ended early: why, in one sentence (what was done is kept)
     try:
-        if args.through_api or delays:
-            report, meta = _bench_here(args, config, prompts, modes, delays, routes, show, width)
-        else:
-            done = _bench_in_child(args, config, prompts, modes, show, width)
-            if isinstance(done, str):
-                return fail(done)
-            report, meta, failure = done
+        done = _bench_in_child(args, config, prompts, modes, delays, show, width)
+        if isinstance(done, str):
+            return fail(done)
+        report, meta, failure, routes = done
     except (EngineError, EngineUnavailable) as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
+        fail("stopped (Ctrl+C); the benchmark's processes were ended and nothing was written.")
         return 130
 
     print()
@@ -212,51 +212,36 @@ def _meta(args: argparse.Namespace, config: Any, modes: list[Any], prompts: list
 
 
 def _bench_in_child(
-    args: argparse.Namespace, config: Any, prompts: list[Any], modes: list[Any], show: Callable[..., None],
-    width: list[int],
-) -> tuple[Any, dict[str, Any], str | None] | str:
-    """The benchmark in a process of its own (cli/bench_process.py): (report, meta, failure), or the
-    sentence why it did not start."""
+    args: argparse.Namespace, config: Any, prompts: list[Any], modes: list[Any], delays: list[float],
+    show: Callable[..., None], width: list[int],
+) -> tuple[Any, dict[str, Any], str | None, Any] | str:
+    """The benchmark in a process of its own (cli/bench_process.py), with its routes: (report, meta,
+    failure, route facts), or the sentence why it did not start. With --through-api the API's server
+    runs here over an engine process of its own, and the benchmark process is its client."""
+    from localchat.bench.route_facts import route_names
+    from localchat.cli import bench_routes
     from localchat.cli.bench_process import bench_in_child
+    from localchat.cli.common import engine_failure, engine_log
+    from localchat.host.failure_words import Audience
+    from localchat.host.supervisor import EngineUnavailable
 
-    width[0] = max(10, *(len(m.name) for m in modes))
-    done = bench_in_child(config, prompts, modes, args.max_tokens, args.repeat,
-                          lambda loaded: print(_loaded_line(config, loaded.info, loaded.draft_problem),
-                                               flush=True), show)
+    every = bench_routes.with_routes(modes, route_names(args.through_api, delays))
+    width[0] = max(10, *(len(m.name) for m in every))
+    with contextlib.ExitStack() as stack:
+        api_url = ""
+        if args.through_api:
+            bench_routes.require_openai()
+            log_path = engine_log()
+            try:
+                api_url = bench_routes.start_api(stack, config, args.max_tokens, log_path)
+            except EngineUnavailable as exc:
+                return engine_failure(exc.failure, Audience.BENCH, log_path)
+        done = bench_in_child(config, prompts, every, args.max_tokens, args.repeat,
+                              lambda loaded: print(_loaded_line(config, loaded.info, loaded.draft_problem),
+                                                   flush=True), show, api_url=api_url, link_delays=delays)
     if done.info is None:
         return done.failure or "the benchmark ended before its models were loaded"
-    return done.report, _meta(args, config, modes, prompts, done.info), done.failure
-
-
-def _bench_here(args: argparse.Namespace, config: Any, prompts: list[Any], modes: list[Any],
-                delays: list[float], routes: Any, show: Callable[..., None],
-                width: list[int]) -> tuple[Any, dict[str, Any]]:
-    """With --through-api or --link-latency: the routes' engines are driven from this process, and so
-    is the bench's own engine."""
-    from localchat.bench.runner import run_bench
-    from localchat.cli import bench_routes
-    from localchat.engine.engine import Engine
-
-    # With --link-latency this process's engine holds the whole target; the split one is a route.
-    here = replace(config, rpc_servers=(), tensor_split=()) if delays else config
-    with contextlib.ExitStack() as stack:
-        if args.through_api:
-            routes.api = bench_routes.start_api(stack, config, args.max_tokens)
-            routes.engines[bench_routes.API] = routes.api
-        engine = stack.enter_context(Engine(here))
-        info = engine.info
-        print(_loaded_line(config, info, engine.draft_problem), flush=True)
-        if delays:
-            links = bench_routes.start_links(stack, config, delays)
-            routes.engines.update(links.engines)
-            routes.round_trips = links.round_trips
-        every = bench_routes.with_routes(modes, list(routes.engines))
-        width[0] = max(10, *(len(m.name) for m in every))
-        report = run_bench(engine, prompts, every, args.max_tokens, on_record=show, repeat=args.repeat,
-                           routes=routes.engines)
-        if routes.api is not None:
-            routes.latency = routes.api.turn_latency(prompts[0].prompt)
-        meta = _meta(args, config, every, prompts, info)
-        if routes.engines:
-            meta["routes"] = bench_routes.route_facts(modes, routes)
-    return report, meta
+    meta = _meta(args, config, every, prompts, done.info)
+    if done.routes is not None:
+        meta["routes"] = bench_routes.route_facts(modes, done.routes)
+    return done.report, meta, done.failure, done.routes

@@ -3,11 +3,13 @@
 - ``--through-api``: the same model served by the local API (an engine process behind the HTTP
   server, as ``localchat serve`` runs it) on 127.0.0.1, each reply streamed by the official
   ``openai`` client (bench/api_engine.py); every mode runs directly and through the API, prompt by
-  prompt, labelled ``MODE`` and ``MODE@api``. Two copies of the models are loaded (this process's
-  and the engine process's), used one at a time.
+  prompt, labelled ``MODE`` and ``MODE@api``. Two copies of the models are loaded (the benchmark
+  process's and the API's engine process's), used one at a time. The server runs here, on a thread;
+  the benchmark process is its client.
 - ``--link-latency MS[,MS...]`` with ``--rpc``: the target on this computer alone (``MODE``), and
   split over the workers reached through a relay adding MS ms each way (``MODE@rpc+MSms``,
-  bench/link_delay.py), one engine loaded through the relay and measured at every latency.
+  bench/link_delay.py), one engine loaded through the relay and measured at every latency; the
+  relays and both engines are the benchmark process's (bench/routes.py).
 
 Each route's figures are compared with plain decoding on the same route; ``print_routes`` sets
 the routes side by side (and what theory predicts for the link), ``route_facts`` puts what was
@@ -18,30 +20,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
-from localchat.bench.api_engine import ApiBenchEngine, TurnLatency
-from localchat.bench.link_delay import DelayedEngine, DelayRelay, round_trip_ms
 from localchat.bench.modes import ROUTE_MARK, BenchMode, is_off, off_labels
 from localchat.bench.report import BenchReport, SummaryRow
-from localchat.bench.runner import BenchEngine
-from localchat.engine.rpc_wire import parse_endpoint
+from localchat.bench.route_facts import API, RouteFacts
 from localchat.engine.types import EngineConfig
-
-API = "api"
-
-
-@dataclass
-class Routes:
-    engines: dict[str, BenchEngine] = field(default_factory=dict)
-    api: ApiBenchEngine | None = None
-    latency: TurnLatency | None = None
-    round_trips: dict[str, tuple[float, float]] = field(default_factory=dict)  # route: (delay ms, HELLO ms)
-
-
-def link_route(delay_ms: float) -> str:
-    return f"rpc+{delay_ms:g}ms"
 
 
 def parse_delays(text: str) -> list[float]:
@@ -56,47 +40,34 @@ def parse_delays(text: str) -> list[float]:
     return list(dict.fromkeys(delays))
 
 
-def start_api(stack: contextlib.ExitStack, config: EngineConfig, max_tokens: int) -> ApiBenchEngine:
-    """The local API on 127.0.0.1 (any free port) over an engine process of its own, loaded."""
+def require_openai() -> None:
+    """ApiUnavailable (a sentence) when the ``openai`` package is missing: said before anything loads."""
+    import importlib.util
+
+    from localchat.bench.api_engine import ApiUnavailable
+
+    if importlib.util.find_spec("openai") is None:
+        raise ApiUnavailable("--through-api needs the openai package: pip install openai")
+
+
+def start_api(stack: contextlib.ExitStack, config: EngineConfig, max_tokens: int,
+              log_path: str | None) -> str:
+    """The local API on 127.0.0.1 (any free port) over an engine process of its own, loaded; its
+    address for the OpenAI client (``.../v1``). EngineUnavailable when the model does not load."""
     from localchat.host.supervisor import EngineSupervisor
     from localchat.server import ServerSettings, ServerThread, bind_socket, create_app
 
-    supervisor = EngineSupervisor(config)
+    # Not restarted behind the benchmark's back: a death fails the request, and the run says so.
+    supervisor = EngineSupervisor(config, log_path=log_path, restart_eagerly=False)
     settings = ServerSettings(model_id="localchat", max_tokens=max(max_tokens, 64))
     server = ServerThread(create_app(supervisor, settings), bind_socket("127.0.0.1", 0),
                           settings.connections())
-    api = ApiBenchEngine(server.url + "/v1", settings.model_id)  # before loading: needs openai
     stack.callback(supervisor.close)
     supervisor.start()
     server.start()
     stack.callback(server.stop)
     supervisor.wait_ready()
-    return api
-
-
-def start_links(stack: contextlib.ExitStack, config: EngineConfig, delays: Sequence[float]) -> Routes:
-    """The target split over ``config``'s workers, each reached through a relay; one route per delay."""
-    from localchat.engine.engine import Engine
-
-    relays = []
-    for address in config.rpc_servers:
-        relay = DelayRelay(parse_endpoint(address))
-        stack.callback(relay.close)
-        relays.append(relay)
-    routes = Routes()
-    # Round trips first: a worker serves one computer at a time, and the split engine will hold it.
-    for delay in delays:
-        for relay in relays:
-            relay.delay_s = delay / 1000
-        routes.round_trips[link_route(delay)] = (delay, round_trip_ms(relays[0].endpoint))
-    for relay in relays:
-        relay.delay_s = 0.0  # the weights go over at full speed
-    split = stack.enter_context(Engine(replace(config, rpc_servers=tuple(str(r.endpoint) for r in relays))))
-    print(f"split: target on {split.info.placement}, the workers through a relay adding "
-          f"{', '.join(f'{d:g}' for d in delays)} ms each way", flush=True)
-    for delay in delays:
-        routes.engines[link_route(delay)] = DelayedEngine(split, relays, delay / 1000)
-    return routes
+    return server.url + "/v1"
 
 
 def with_routes(modes: Sequence[BenchMode], routes: Sequence[str]) -> list[BenchMode]:
@@ -110,19 +81,21 @@ def _all_rows(report: BenchReport) -> dict[str, SummaryRow]:
     return {row.mode: row for row in report.summary() if row.category == "all"}
 
 
-def print_routes(report: BenchReport, modes: Sequence[BenchMode], routes: Routes) -> None:
+def print_routes(report: BenchReport, modes: Sequence[BenchMode], routes: RouteFacts | None) -> None:
     """The routes side by side (category ``all``)."""
+    if routes is None:
+        return
     rows = _all_rows(report)
-    if routes.api is not None:
+    if routes.api:
         print()
-        print("through the API (tokens/s the OpenAI client saw) against the engine in this process:")
+        print("through the API (tokens/s the OpenAI client saw) against the benchmark's own engine:")
         for m in modes:
             here, there = rows.get(m.name), rows.get(f"{m.name}{ROUTE_MARK}{API}")
             if here is None or there is None:
                 continue
             line = f"  {m.name:10s} {there.tokens_per_s:8.2f} against {here.tokens_per_s:8.2f} " \
                    f"({there.tokens_per_s / here.tokens_per_s:.2f}x)"
-            server = server_rate(routes.api, m)
+            server = routes.server_rate(m.speculation)
             if server:
                 line += f"; the server's own timings {server:.2f} ({server / here.tokens_per_s:.2f}x)"
             print(line)
@@ -134,12 +107,15 @@ def print_routes(report: BenchReport, modes: Sequence[BenchMode], routes: Routes
         _print_links(rows, modes, routes)
 
 
-def _print_links(rows: dict[str, SummaryRow], modes: Sequence[BenchMode], routes: Routes) -> None:
+def _print_links(rows: dict[str, SummaryRow], modes: Sequence[BenchMode], routes: RouteFacts) -> None:
     spec = [m.name for m in modes if not is_off(m.name)]
     print()
+    delays = ", ".join(f"{t.delay_ms:g}" for t in routes.round_trips)
+    print(f"split: target on {routes.split_placement}, the workers through a relay adding {delays} ms "
+          "each way")
     lines = [("here alone", "", "-")] + [
-        (f"split, +{delay:g} ms each way", f"{ROUTE_MARK}{route}", f"{rtt:.1f} ms")
-        for route, (delay, rtt) in routes.round_trips.items()]
+        (f"split, +{t.delay_ms:g} ms each way", f"{ROUTE_MARK}{t.route}", f"{t.hello_ms:.1f} ms")
+        for t in routes.round_trips]
     w = max(len(label) for label, _, _ in lines)
     head = "".join(f" {m + ' tok/s':>14s} {'x off':>6s} {'acc.len':>7s}" for m in spec)
     print(f"{'target':{w}s} {'round trip':>10s} {'off tok/s':>9s}{head}")
@@ -158,7 +134,7 @@ def _print_links(rows: dict[str, SummaryRow], modes: Sequence[BenchMode], routes
     if local_off is None:
         return
     print()
-    for route in routes.round_trips:
+    for route in (t.route for t in routes.round_trips):
         suffix = f"{ROUTE_MARK}{route}"
         off = rows.get(off_labels(f"off{suffix}")[0])
         if off is None:
@@ -176,26 +152,19 @@ def _print_links(rows: dict[str, SummaryRow], modes: Sequence[BenchMode], routes
                   f"{1000 * extra_s:.1f} ms a pass and acc.len {length:.2f}: {predicted:.2f}x")
 
 
-def server_rate(api: ApiBenchEngine, mode: BenchMode) -> float:
-    """The server's own tokens/s for ``mode``'s replies (its ``timings``); 0 if unknown."""
-    from localchat.engine.speculation_modes import mode_for_speculation
-
-    key = (mode_for_speculation(mode.speculation), mode.speculation.draft_tokens)
-    tokens, seconds = api.server_seconds.get(key, (0, 0.0))
-    return tokens / seconds if seconds > 0 else 0.0
-
-
-def route_facts(modes: Sequence[BenchMode], routes: Routes) -> list[dict[str, Any]]:
+def route_facts(modes: Sequence[BenchMode], routes: RouteFacts | None) -> list[dict[str, Any]]:
     """What the JSON report says about each route (its ``routes`` key)."""
     out: list[dict[str, Any]] = []
-    if routes.api is not None:
+    if routes is None:
+        return out
+    if routes.api:
         fact: dict[str, Any] = {"route": API, "client": "openai",
-                                "server_tokens_per_s": {m.name: round(server_rate(routes.api, m), 3)
+                                "server_tokens_per_s": {m.name: round(routes.server_rate(m.speculation), 3)
                                                         for m in modes}}
         if routes.latency is not None:
             fact["first_turn_ttft_ms"] = round(routes.latency.first_turn_s * 1000, 1)
             fact["follow_up_ttft_ms"] = round(routes.latency.follow_up_s * 1000, 1)
         out.append(fact)
-    for route, (delay, rtt) in routes.round_trips.items():
-        out.append({"route": route, "delay_ms": delay, "round_trip_ms": round(rtt, 2)})
+    for t in routes.round_trips:
+        out.append({"route": t.route, "delay_ms": t.delay_ms, "round_trip_ms": round(t.hello_ms, 2)})
     return out

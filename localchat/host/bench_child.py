@@ -1,5 +1,8 @@
 """The benchmark process: loads its own Engine, runs ``bench.runner.run_bench`` and reports each run.
 
+With routes (``localchat bench --through-api`` or ``--link-latency``) it measures them too, from here
+(bench/routes.py): the API through its address, the split target through relays of its own.
+
 A benchmark runs in a spawned child of its own (not in the chat's engine
 process) so it can start from empty caches, use the same greedy settings for
 every mode, and be killed without touching the chat. Its supervisor is
@@ -25,6 +28,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from localchat.bench.report import BenchRecord
+from localchat.bench.routes import here_config, open_routes
 from localchat.bench.runner import BenchEngine, run_bench
 from localchat.engine.types import EngineConfig, EngineInfo
 from localchat.host.child import ParentGone, ParentLink, configure_logging
@@ -64,15 +68,21 @@ class _BenchRunner:
         self._link.start()
         job = self._job
         try:
-            try:
-                engine: BenchableEngine = self._factory(job.config)
-            except Exception as exc:
-                log.warning("benchmark load failed: %s", exc, exc_info=True)
-                self._fail(load_failure(exc))
-                return
-            closed = False
-            try:
+            with contextlib.ExitStack() as stack:
+                try:
+                    engine: BenchableEngine = self._factory(here_config(job.config, job.link_delays))
+                except Exception as exc:
+                    log.warning("benchmark load failed: %s", exc, exc_info=True)
+                    self._fail(load_failure(exc))
+                    return
+                stack.callback(_close_quietly, engine)
                 self._link.send(Loaded(engine.info, engine.draft_problem or ""))
+                try:
+                    routes = open_routes(stack, self._factory, job.config, job.api_url, job.link_delays)
+                except Exception as exc:
+                    log.warning("the benchmark's routes could not start: %s", exc, exc_info=True)
+                    self._fail(load_failure(exc))
+                    return
 
                 def on_record(record: BenchRecord, done: int, total: int) -> None:
                     self._link.send(BenchProgress(record, done, total))
@@ -80,7 +90,10 @@ class _BenchRunner:
                 try:
                     report = run_bench(engine, job.prompts, job.modes, job.max_tokens, on_record=on_record,
                                        should_cancel=self._cancel.is_set, warmup=job.warmup,
-                                       repeat=job.repeat)
+                                       repeat=job.repeat, routes=routes.engines)
+                    cancelled = self._cancel.is_set()
+                    facts = (routes.facts(None if cancelled else job.prompts[0].prompt)
+                             if job.api_url or job.link_delays else None)
                 except (ParentGone, KeyboardInterrupt):
                     raise
                 except Exception as exc:
@@ -89,16 +102,15 @@ class _BenchRunner:
                     return
                 # Closed before the report goes: the engine saves the pair's profile as it closes, and the
                 # app may end this process as soon as it has the report.
-                closed = True
-                with contextlib.suppress(Exception):
-                    engine.close()
-                self._link.send(BenchDone(report, self._cancel.is_set()))
-            finally:
-                if not closed:
-                    with contextlib.suppress(Exception):
-                        engine.close()
+                stack.close()
+                self._link.send(BenchDone(report, cancelled, facts))
         except ParentGone:
             log.info("the app closed the pipe; leaving the benchmark")
+
+
+def _close_quietly(engine: BenchableEngine) -> None:
+    with contextlib.suppress(Exception):
+        engine.close()
 
 
 def serve_bench(

@@ -11,7 +11,8 @@ the way, so nothing is said twice::
     Finished(job, source, result)  a job ended with its result (also after a cancel)
     Failed(job, source, failure)   a job, or a load (job 0), ended without a result
     BenchProgress(record, ...)     the benchmark measured one prompt in one mode
-    BenchDone(report, cancelled)   the benchmark ended (or stopped after a cancel)
+    BenchDone(report, cancelled,   the benchmark ended (or stopped after a cancel); routes: what
+              routes)              was measured about its routes (bench/routes.py), if it had any
 
 A ``Failure`` says what went wrong as a kind with its facts (token counts, an
 exit code, the worker that went away); sentences for people are made from it at
@@ -25,6 +26,7 @@ import enum
 from dataclasses import dataclass
 
 from localchat.bench.report import BenchRecord, BenchReport
+from localchat.bench.route_facts import RouteFacts
 from localchat.engine.types import EngineConfig, EngineInfo, GenerationResult, TokenEvent
 
 
@@ -128,6 +130,7 @@ class BenchProgress:
 class BenchDone:
     report: BenchReport
     cancelled: bool
+    routes: RouteFacts | None = None
 
 
 JobEvent = Tokens | Finished | Failed

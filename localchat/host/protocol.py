@@ -8,7 +8,8 @@ The engine process (host/engine_child.py)::
     Shutdown()                        leave the process
 
 The benchmark process (host/bench_child.py) gets its ``RunBench`` when it is
-spawned, and ``Cancel(0)`` to stop. What the children answer is the one
+spawned (with the routes it measures too, ``localchat bench --through-api`` or
+``--link-latency``), and ``Cancel(0)`` to stop. What the children answer is the one
 vocabulary of host/events.py (Loaded, Tokens, Finished, Failed, BenchProgress,
 BenchDone). Everything here is picklable plain data, so ``multiprocessing``
 carries it with the spawn start method.
@@ -54,6 +55,10 @@ class RunBench:
     max_tokens: int = 128
     warmup: bool = True
     repeat: int = 1  # every prompt in every mode this many times
+    # Routes (bench/routes.py): the local API's address (``.../v1``, "" none), and link delays in ms
+    # (the target split over ``config``'s workers behind a relay; the bench's own engine then runs alone).
+    api_url: str = ""
+    link_delays: tuple[float, ...] = ()
 
 
 Request = Load | Generate | Cancel | Shutdown

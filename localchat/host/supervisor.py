@@ -509,8 +509,11 @@ class BenchSupervisor(Supervisor):
         return self.thread_alive and not self._over.is_set()
 
     def start(self, config: EngineConfig, prompts: Sequence[BenchPrompt], modes: Sequence[BenchMode],
-              max_tokens: int, *, warmup: bool = True, repeat: int = 1) -> None:
-        """Start a benchmark; RuntimeError if one is already running."""
+              max_tokens: int, *, warmup: bool = True, repeat: int = 1, api_url: str = "",
+              link_delays: Sequence[float] = ()) -> None:
+        """Start a benchmark; RuntimeError if one is already running. ``api_url`` and ``link_delays``: the
+        routes it measures as well (protocol.RunBench); ``config`` names the workers either way, so a
+        worker that vanishes is named."""
         if self.running:
             raise RuntimeError("a benchmark is already running")
         if self._thread is not None:
@@ -518,7 +521,8 @@ class BenchSupervisor(Supervisor):
         self._cancel_at = None
         self._stop.clear()
         self._over.clear()
-        process = self._spawn(RunBench(config, tuple(prompts), tuple(modes), max_tokens, warmup, repeat))
+        process = self._spawn(RunBench(config, tuple(prompts), tuple(modes), max_tokens, warmup, repeat,
+                                       api_url, tuple(link_delays)))
         self._start_thread(lambda: self._run(process, config))
 
     def cancel(self) -> None:

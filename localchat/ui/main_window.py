@@ -442,6 +442,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.session.cancel()
         QObject.disconnect(self._engine_link)  # the store may close next (False when closed twice)
+        self.tools.detach()  # so may the tool servers, which report each one stopped
         if self._settings.remember_window:
             try:
                 self._settings.set("window_geometry", bytes(self.saveGeometry().toBase64().data()).decode())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QMetaObject, QObject
 from PySide6.QtWidgets import QToolButton, QWidget
 
 from localchat.services.chat_session import ChatSession
@@ -33,6 +33,7 @@ class ToolsWiring(QObject):
         self.view = view
         self.status = status
         self.dialog: ToolConfirmDialog | None = None
+        self._servers_link: QMetaObject.Connection | None = None  # the servers' changes, until ``detach``
         self._connect_signals()
         self.refresh()
 
@@ -46,7 +47,14 @@ class ToolsWiring(QObject):
         self.session.reply_finished.connect(self._on_session_reply_finished)
         self.button.clicked.connect(self._on_button_clicked)
         if tools.mcp is not None:
-            tools.mcp.servers_changed.connect(self.refresh)
+            self._servers_link = tools.mcp.servers_changed.connect(self.refresh)
+
+    def detach(self) -> None:
+        """Stop following the tool servers (the window closed): the servers stop after it and say so,
+        and the chat store may be closed by then, which ``refresh`` reads. Safe to call twice."""
+        link, self._servers_link = self._servers_link, None
+        if link is not None:
+            QObject.disconnect(link)
 
     def refresh(self) -> None:
         """The Tools button for the chat shown: on, off, or greyed with why."""

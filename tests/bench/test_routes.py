@@ -3,10 +3,12 @@ figures against its own plain decoding; the runner's engines per route; the link
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,10 +23,14 @@ from localchat.bench.prompts import (
     prompts_from,
 )
 from localchat.bench.report import BenchReport, result_rows, same_text
+from localchat.bench.route_facts import RouteFacts, ServerTime, TurnLatency, route_names
+from localchat.bench.routes import OpenRoutes, here_config, open_routes
 from localchat.bench.runner import run_bench
+from localchat.engine.errors import EngineError
 from localchat.engine.rpc_wire import Endpoint
 from localchat.engine.stats import GenerationStats
 from localchat.engine.types import (
+    EngineConfig,
     FinishReason,
     GenerationRequest,
     GenerationResult,
@@ -165,3 +171,98 @@ def test_the_second_held_out_set_has_eight_prompts_per_category_and_shares_none(
     others = {p.prompt for p in builtin_prompts()} | {p.prompt for p in heldout_prompts()}
     assert not {p.prompt for p in second} & others
     assert prompts_from("heldout2") == second
+
+
+def test_route_facts_name_the_routes_and_give_the_servers_rate_per_mode() -> None:
+    assert route_names(True, [0, 1.5]) == ["api", "rpc+0ms", "rpc+1.5ms"] and route_names(False, []) == []
+    draft = bench_mode("draft", 4).speculation
+    facts = RouteFacts(True, (ServerTime("draft", 4, 40, 2.0), ServerTime("draft", 8, 10, 0.0)))
+    assert facts.server_rate(draft) == pytest.approx(20.0)
+    assert facts.server_rate(bench_mode("draft", 8).speculation) == 0.0  # no time measured
+    assert facts.server_rate(bench_mode("off").speculation) == 0.0
+
+
+class _Split:
+    """What the benchmark process's factory makes for the split target."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.info = SimpleNamespace(placement="local + 1 worker")
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _echo_many() -> tuple[socket.socket, Endpoint]:
+    """Echoes every connection (a probe's HELLO comes back as an answer it does not expect: it is timed)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=lambda c=conn: [c.sendall(d) for d in iter(lambda: c.recv(1024), b"")],
+                             daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, Endpoint("127.0.0.1", server.getsockname()[1])
+
+
+def test_open_routes_splits_the_target_through_relays_and_times_each_delay() -> None:
+    server, worker = _echo_many()
+    made: list[_Split] = []
+
+    def factory(config: EngineConfig) -> _Split:
+        made.append(_Split(config))
+        return made[-1]
+
+    config = EngineConfig("t.gguf", rpc_servers=(str(worker),), tensor_split=(1.0, 1.0))
+    try:
+        with contextlib.ExitStack() as stack:
+            routes = open_routes(stack, factory, config, "", [0, 20])
+            (split,) = made
+            # The split engine reaches the worker through a relay of its own, on 127.0.0.1.
+            (relayed,) = split.config.rpc_servers
+            assert relayed != str(worker) and relayed.startswith("127.0.0.1:")
+            assert list(routes.engines) == ["rpc+0ms", "rpc+20ms"] and routes.api is None
+            facts = routes.facts("Count.")
+            assert [t.route for t in facts.round_trips] == ["rpc+0ms", "rpc+20ms"]
+            assert facts.round_trips[1].hello_ms >= 40 > facts.round_trips[0].hello_ms
+            assert facts.split_placement == "local + 1 worker" and not facts.api
+        assert split.closed  # with the stack
+    finally:
+        server.close()
+    # The bench's own engine then runs the whole target here.
+    assert here_config(config, [0]).rpc_servers == () and here_config(config, []) == config
+
+
+def test_open_routes_without_routes_opens_nothing() -> None:
+    def factory(config: EngineConfig) -> None:
+        raise AssertionError("no engine is made without a link delay")
+
+    with contextlib.ExitStack() as stack:
+        routes = open_routes(stack, factory, EngineConfig("t.gguf"), "", [])
+    assert routes.engines == {} and routes.facts(None) == RouteFacts()
+
+
+class _Api:
+    """An ApiBenchEngine's facts: the server's timings per mode, and a latency that cannot be measured."""
+
+    def __init__(self) -> None:
+        self.server_seconds = {("draft", 4): (40, 2.0)}
+
+    def turn_latency(self, prompt: str) -> TurnLatency:
+        raise EngineError("The API answered with an error: 503")
+
+
+def test_the_api_routes_facts_stand_without_a_latency_the_api_refused() -> None:
+    routes = OpenRoutes(api=_Api())  # type: ignore[arg-type]
+    facts = routes.facts("Count.")
+    assert facts.api and facts.latency is None
+    assert facts.server_times == (ServerTime("draft", 4, 40, 2.0),)
+    assert routes.facts(None).latency is None  # a cancelled run measures none

@@ -1,14 +1,22 @@
 """``localchat bench --through-api`` and ``--link-latency``: the same prompts in a second place, one run,
-as a user runs it (a real process, real models)."""
+as a user runs it (a real process, real models); every engine in a child process of the command, so a
+killed benchmark process, a lost worker and Ctrl+C each end it with a sentence."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.cli.test_generate_bench import count_prompt, localchat
+from tests.cli.test_lost_worker import ABORT_WORDS, ROOT, check_ending, read_until, start
 from tests.engine.rpc_workers import require_rpc, start_worker
 
 
@@ -33,7 +41,7 @@ def test_through_api_sets_the_client_seen_figures_beside_the_engines(
     assert api["route"] == "api" and api["client"] == "openai"
     assert api["first_turn_ttft_ms"] > 0 and api["follow_up_ttft_ms"] > 0
     assert api["server_tokens_per_s"]["off"] > 0 and api["server_tokens_per_s"]["draft"] > 0
-    assert "through the API (tokens/s the OpenAI client saw) against the engine in this process" in r.stdout
+    assert "through the API (tokens/s the OpenAI client saw) against the benchmark's own engine" in r.stdout
     assert "time to first token through the API" in r.stdout
 
 
@@ -78,3 +86,107 @@ def test_link_latency_measures_the_target_here_and_split_at_each_delay(
     assert links["rpc+0ms"]["round_trip_ms"] < 40
     assert "split: target on local + 1 worker" in r.stdout and "theory from the link's cost" in r.stdout
 
+
+
+# Every engine of a routed run is in a child process: a crash or Ctrl+C ends the command with a sentence.
+
+
+def _prompts(tmp_path: Path, n: int) -> Path:
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(
+        json.dumps({"id": f"p{i}", "category": "chat", "prompt": f"Count from {i} to {i + 40}."}) + "\n"
+        for i in range(n)))
+    return path
+
+
+def _pids(log: Path, label: str) -> set[int]:
+    """The processes that wrote ``label[PID]`` lines in the engine log (host/child.configure_logging)."""
+    return {int(m) for m in re.findall(rf"{label}\[(\d+)\]", log.read_text(errors="replace"))}
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+def test_through_api_a_killed_benchmark_process_ends_the_run_with_a_sentence_and_keeps_the_records(
+    tmp_path: Path, smollm2_path: Path
+) -> None:
+    report = tmp_path / "r.json"
+    proc = start(["bench", "--model", str(smollm2_path), "--through-api",
+                  "--prompts", str(_prompts(tmp_path, 8)), "--modes", "off", "--max-tokens", "32",
+                  "--ctx", "512", "--threads", "1", "--json", str(report)], tmp_path)
+    try:
+        read_until(proc, b"[  2/")  # two records done
+        log = tmp_path / "localchat" / "log" / "cli-engine.log"
+        (bench,) = _pids(log, "bench")
+        (api_engine,) = _pids(log, "engine")
+        assert proc.pid not in (bench, api_engine)  # the models are in other processes than the command
+        os.kill(bench, signal.SIGKILL)  # as llama.cpp's abort would end it
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+    assert proc.returncode == 1, stderr
+    assert "The benchmark process stopped unexpectedly" in stderr and str(log) in stderr, stderr
+    assert not [w for w in ABORT_WORDS if w in stdout + stderr], stdout + stderr
+    assert "vs off" in stdout  # the summary of what was done
+    data = json.loads(report.read_text())
+    assert data["complete"] is False and 2 <= len(data["records"]) < 16
+    assert _gone(api_engine)  # the API's engine process ended with the command
+
+
+@pytest.mark.slow
+def test_through_api_ctrl_c_ends_every_process_with_a_sentence(tmp_path: Path, smollm2_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    # A session of its own: Ctrl+C goes to the command's whole process group, as a terminal sends it.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localchat", "bench", "--model", str(smollm2_path), "--through-api",
+         "--prompts", str(_prompts(tmp_path, 8)), "--modes", "off", "--max-tokens", "32", "--ctx", "512",
+         "--threads", "1"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        read_until(proc, b"[  1/")
+        log = tmp_path / "localchat" / "log" / "cli-engine.log"
+        children = _pids(log, "bench") | _pids(log, "engine")
+        assert len(children) == 2 and proc.pid not in children
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    stderr = err.decode(errors="replace")
+    assert proc.returncode == 130, stderr
+    assert "stopped (Ctrl+C)" in stderr and "Traceback" not in stderr, stderr
+    assert all(_gone(pid) for pid in children)
+
+
+@pytest.mark.slow
+def test_link_latency_names_the_lost_worker_and_keeps_the_finished_records(
+    tmp_path: Path, smollm2_path: Path
+) -> None:
+    require_rpc()
+    report = tmp_path / "r.json"
+    worker, endpoint = start_worker()
+    try:
+        proc = start(["bench", "--model", str(smollm2_path), "--rpc", str(endpoint), "--tensor-split", "0,1",
+                      "--link-latency", "0", "--prompts", str(_prompts(tmp_path, 8)), "--modes", "off",
+                      "--max-tokens", "32", "--ctx", "512", "--threads", "1", "--json", str(report)],
+                     tmp_path)
+        read_until(proc, b"[  2/")
+        worker.kill()
+        worker.wait(10)
+        stdout, _ = check_ending(proc, str(endpoint), tmp_path)
+    finally:
+        worker.kill()
+        worker.wait(10)
+    assert "vs off" in stdout
+    data = json.loads(report.read_text())
+    assert data["complete"] is False and 2 <= len(data["records"]) < 16
+    assert {rec["mode"] for rec in data["records"]} <= {"off", "off@rpc+0ms"}

@@ -90,6 +90,15 @@ def test_qwen_renders_a_past_tool_round_without_tools_offered(qwen: ChatFormatte
     assert "<tools>" not in text and '"arguments": {"city": "Paris"}' in text and "<tool_response>" in text
 
 
+def test_qwen_offers_the_tools_again_to_a_question_after_a_tool_round(qwen: ChatFormatter) -> None:
+    """The chat's next message: the tools in the system turn, the past round and answer, then the question."""
+    answer = ChatMessage("assistant", "It is 18 °C and raining.")
+    text = qwen.text_for([*ROUND, answer, ChatMessage("user", "And in Oslo?")], TOOLS)
+    order = [text.index(t) for t in ("<tools>", CALL_TEXT, "<tool_response>", "It is 18 °C and raining.",
+                                      "<|im_start|>user\nAnd in Oslo?<|im_end|>")]
+    assert order == sorted(order) and text.endswith("<|im_start|>assistant\n")
+
+
 def test_several_results_share_one_user_turn_in_qwens_template(qwen: ChatFormatter) -> None:
     second = ToolCall("call_bcdefghijkl", "get_weather", '{"city": "Oslo"}')
     chat = [

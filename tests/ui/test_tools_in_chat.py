@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from localchat.app import build_main_window
 from tests.toolservers.conftest import HttpServer
 from tests.ui.fakes import FakeEngine
-from tests.ui.tools_app import WAIT_MS, fake, request, server, tools_app
+from tests.ui.tools_app import WAIT_MS, fake, request, server, tools_app, write_mcp
 
 
 def _ask(qtbot, parts):
@@ -79,6 +79,7 @@ def test_a_call_is_confirmed_run_and_its_result_goes_back(qtbot, tmp_path: Path)
         w.send_message("Thanks")
         third = request(qtbot, parts, 3)
         assert [m.role for m in third.messages] == ["user", "assistant", "tool", "assistant", "user"]
+        assert [t.name for t in third.tools] == ["add", "multiply"]  # offered again with the next message
         engine.finish()
         target = tmp_path / "chat.md"
         assert parts.session.export(w.session.current_id, "markdown", target) == ""
@@ -313,3 +314,25 @@ def test_a_malformed_mcp_json_is_set_aside_and_the_app_starts(qtbot, tmp_path: P
     finally:
         assert parts.tools is not None
         parts.tools.close()
+
+
+def test_a_closed_window_no_longer_follows_the_tool_servers(qtbot, tmp_path: Path) -> None:
+    """The app closes its window, then the tool servers, then the chat store: the servers' last reports
+    (stopped) must not reach the window's Tools button, which would read the closed store."""
+    write_mcp(tmp_path / "config", {"calc": server("calc")})
+    engine = FakeEngine()
+    engine.tool_use = True
+    parts = build_main_window(tmp_path / "config", tmp_path / "data", engine=engine, log_dir=tmp_path / "log")
+    qtbot.addWidget(parts.window)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    parts.window.load_model(str(model))
+    parts.window.send_message("What is 6 times 7?")
+    request(qtbot, parts, 1)  # the servers are running
+    engine.stream("42.")
+    engine.finish()
+    parts.window.close()
+    assert parts.tools is not None
+    parts.tools.close()  # reports each server stopped, on the GUI thread's next turn
+    parts.store.close()
+    qtbot.wait(500)  # an exception in a slot now fails the test (pytest-qt)
