@@ -15,13 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, QObject, QSize, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QMainWindow,
-    QMessageBox,
-    QSplitter,
-    QStackedWidget,
-    QWidget,
-)
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QStackedWidget, QWidget
 
 from localchat.host.events import EngineState, Phase
 from localchat.host.failure_words import Audience, dropped_workers_sentence, sentence
