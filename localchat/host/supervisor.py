@@ -16,6 +16,14 @@ ONE engine process and ONE loaded model::
     supervisor.cancel(job)                                  # queued: dropped; running: Cancel
     supervisor.close()
 
+An API request may name another local model (``submit_load``, then ``submit`` with ``model``): the
+load is a job in the same queue, so it waits for the running job (a reply streaming in the window
+is never cut), loads are one at a time, and a job that needs another model is held back while jobs
+for the loaded one wait, for at most ``SWITCH_PATIENCE_S`` after the last switch (two clients naming
+two models do not make the engine reload between every request). When such a load fails, the
+request gets the failure and the model loaded before it is loaded again, so the window and the
+other clients keep theirs (``EngineState.refused_path`` says what failed).
+
 ``BenchSupervisor`` runs one benchmark process the same way (spawn, pump,
 death, a cancel that is not honoured). Both run one thread each, touch their
 child only from it, and tell their ``listener`` every event of host/events.py
@@ -73,6 +81,8 @@ POLL_S = 0.02  # how often a supervisor looks at cancel flags while its child wo
 IDLE_CHECK_S = 0.5  # how often an idle supervisor checks that its child still lives
 EXIT_CODE_WAIT_S = 1.0  # after the pipe closed, how long to wait for the child's exit code
 STOP_WAIT_S = 1.0  # how long a leaving child is given before it is killed
+# After a switch to another model, how long jobs for the loaded model go before a job naming another.
+SWITCH_PATIENCE_S = 20.0
 
 Listener = Callable[[Event], None]
 # How a process that called abort() ends: SIGABRT on POSIX; exit code 3 on Windows.
@@ -171,6 +181,7 @@ class EngineSupervisor(Supervisor):
         self._state = EngineState(Phase.NO_MODEL, config)
         self._reload = config is not None  # a load was asked for and not begun
         self._closing = False
+        self._switched_at = float("-inf")  # when a job's model was last loaded for it
 
     # -- reading (any thread) ----------------------------------------------------------
     @property
@@ -232,18 +243,37 @@ class EngineSupervisor(Supervisor):
         """Load another model once the running job (if any) ends; queued jobs then run on it."""
         with self._cond:
             self._reload = True
-            self._set_state(phase=Phase.LOADING, config=config, info=None, failure=None, dropped_workers=())
+            self._set_state(phase=Phase.LOADING, config=config, info=None, failure=None, dropped_workers=(),
+                            requested_by="", refused_path="", refused_failure=None)
+
+    def runs_on(self, config: EngineConfig) -> bool:
+        """Whether ``config``'s model is the one loaded, or being loaded (by the window or a job)."""
+        current = self._state.config
+        return current is not None and current.target_path == config.target_path
 
     def submit(
         self,
         request: GenerationRequest,
         source: str = "window",
-        notify: Callable[[JobEvent], None] | None = None,
+        notify: Callable[[JobEvent | None], None] | None = None,
         *,
         queue_events: bool = True,
+        model: EngineConfig | None = None,
     ) -> JobHandle:
         """Queue ``request`` behind the other sources' jobs. ``queue_events`` False: its events reach
-        the listener only (the window's client reads them there), not the handle's queue too."""
+        the listener only (the window's client reads them there), not the handle's queue too.
+        ``model``: the model it must run on, loaded first when another is loaded by then."""
+        return self._add(request, source, notify, queue_events, model)
+
+    def submit_load(self, config: EngineConfig, source: str,
+                    notify: Callable[[JobEvent | None], None] | None = None) -> JobHandle:
+        """Queue a load of ``config`` for ``source`` (an API request that named another model). The
+        handle ends with ``loaded`` set, or with Failed (the model loaded before is loaded again)."""
+        return self._add(None, source, notify, True, config)
+
+    def _add(self, request: GenerationRequest | None, source: str,
+             notify: Callable[[JobEvent | None], None] | None, queue_events: bool,
+             model: EngineConfig | None) -> JobHandle:
         with self._cond:
             if self._closing:
                 raise EngineUnavailable(Failure(FailureKind.CLOSED))
@@ -252,7 +282,7 @@ class EngineSupervisor(Supervisor):
             full = self._queue.full()
             if full is not None:
                 raise EngineUnavailable(full)
-            job = JobHandle(next(self._ids), source, request, notify=notify)
+            job = JobHandle(next(self._ids), source, request, notify=notify, model=model)
             if not queue_events:
                 job.events = None
             self._queue.add(job)
@@ -316,12 +346,13 @@ class EngineSupervisor(Supervisor):
                     self._ensure_engine()
                     continue
                 with self._cond:
-                    job = self._queue.next()
+                    job = self._queue.next(self._defer)
                     if job is None:
                         continue
                     self._running = job
                 try:
-                    self._run_job(job)
+                    if self._switch_for(job):
+                        self._run_job(job)
                 finally:
                     with self._cond:
                         self._running = None
@@ -330,6 +361,54 @@ class EngineSupervisor(Supervisor):
         except Exception:
             log.exception("the engine supervisor stopped unexpectedly")
             self._stopped_unexpectedly(job)
+
+    def _defer(self, job: JobHandle) -> bool:
+        """Hold ``job`` back (other sources' jobs first): it needs another model, and the last switch
+        was less than SWITCH_PATIENCE_S ago (called with ``_cond`` held)."""
+        if job.model is None or self.runs_on(job.model):
+            return False
+        return time.monotonic() - self._switched_at < SWITCH_PATIENCE_S
+
+    def _switch_for(self, job: JobHandle) -> bool:
+        """Load the model ``job`` names, unless it is loaded; whether the job is to run now.
+
+        A load job ends here. When the load fails the job gets the failure, the model loaded before
+        is loaded again, and the jobs waiting stay queued (they may name either model)."""
+        want = job.model
+        if want is None or job.cancel_requested:
+            return True
+        if not (self.runs_on(want) and self._state.ready and self._process is not None):
+            before = self._state
+            with self._cond:
+                self._reload = True
+                self._set_state(phase=Phase.LOADING, config=want, info=None, failure=None, dropped_workers=(),
+                                requested_by=job.source, refused_path="", refused_failure=None)
+            self._switched_at = time.monotonic()
+            self._ensure_engine(fail_waiting=False)
+            state = self._state
+            if not (state.ready and self.runs_on(want)):
+                failure = state.failure or Failure(
+                    FailureKind.LOAD_FAILED, "Another model was asked for while this one was loading.")
+                self._end(job, Failed(job.id, job.source, failure))
+                self._restore(before, want, failure)
+                return False
+        if job.request is None:
+            assert self._state.info is not None
+            job.load_done(self._state.info)
+            return False
+        return True
+
+    def _restore(self, before: EngineState, refused: EngineConfig, failure: Failure) -> None:
+        """After an API request's load failed: load again the model that was loaded before it (the
+        state says what was refused and why); with none before, it stays failed."""
+        if before.config is None or not before.ready or self._reload or self._closing:
+            return
+        with self._cond:
+            self._reload = True
+            self._set_state(phase=Phase.LOADING, config=before.config, info=None, failure=None,
+                            dropped_workers=(), requested_by=before.requested_by,
+                            refused_path=refused.target_path, refused_failure=failure)
+        self._ensure_engine(fail_waiting=False)
 
     def _stopped_unexpectedly(self, running: JobHandle | None) -> None:
         """The thread is ending on a fault: tell everyone who waits on it (a load, the running job,
@@ -396,7 +475,7 @@ class EngineSupervisor(Supervisor):
             return config  # the load names the missing worker
         return dataclasses.replace(config, rpc_servers=(), tensor_split=())
 
-    def _ensure_engine(self) -> None:
+    def _ensure_engine(self, fail_waiting: bool = True) -> None:
         with self._cond:
             asked, self._reload = self._reload, False
             config = self._state.config
@@ -444,7 +523,8 @@ class EngineSupervisor(Supervisor):
             self._set_state(phase=Phase.FAILED, info=None, failure=failure,
                             pid=self._process.pid if self._process is not None else None)
             # The jobs waiting now cannot run: tell them why instead of retrying for ever.
-            self._fail_waiting(failure)
+            if fail_waiting:
+                self._fail_waiting(failure)
 
     def _run_job(self, job: JobHandle) -> None:
         if job.cancel_requested:
@@ -456,6 +536,7 @@ class EngineSupervisor(Supervisor):
             failure = state.failure or Failure(FailureKind.NO_MODEL)
             self._end(job, Failed(job.id, job.source, failure))
             return
+        assert job.request is not None  # a load job ends in _switch_for
         job.started_at = time.monotonic()
         cancel_sent: float | None = None
         try:

@@ -45,7 +45,7 @@ class JobStream:
         assert self.handle.events is not None
         self._events = self.handle.events
 
-    def _notify(self, _event: JobEvent) -> None:
+    def _notify(self, _event: JobEvent | None) -> None:
         self._loop.call_soon_threadsafe(self._wake.set)
 
     async def next(self, is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> JobEvent | None:
