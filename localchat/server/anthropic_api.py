@@ -40,7 +40,7 @@ class AnthropicRoutes:
 
     async def messages(self, request: Request) -> Response:
         try:
-            parsed = await self.api.parsed(request, parse_messages)
+            parsed = await self.api.parsed(request, parse_messages, Surface.ANTHROPIC)
             mid, model = f"msg_{uuid.uuid4().hex[:24]}", self.api.model_id
             stream = MessageStream(mid, model, parsed)
 
@@ -53,7 +53,7 @@ class AnthropicRoutes:
 
     async def count_tokens(self, request: Request) -> Response:
         try:
-            parsed = await self.api.parsed(request, parse_messages)
+            parsed = await self.api.parsed(request, parse_messages, Surface.ANTHROPIC)
             tokens = await self.api.count_prompt(request, parsed.request, Surface.ANTHROPIC)
             if tokens is None:
                 return Response(status_code=499)

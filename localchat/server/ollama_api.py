@@ -124,8 +124,11 @@ class OllamaRoutes:
         return JSONResponse({"version": OLLAMA_VERSION})
 
     async def tags(self, request: Request) -> Response:
+        """The loaded model first, then the local models a request may name to load."""
         described = await self._description()
         models = [] if described is None else [tag(self.name, described[0])]
+        models += [tag(ollama_name(m.id), m.metadata) for m in await self.api.shelf_models()
+                   if m.metadata is not None]
         return JSONResponse({"models": models})
 
     async def ps(self, request: Request) -> Response:
@@ -171,6 +174,7 @@ class OllamaRoutes:
     ) -> Response:
         try:
             body = await self.api.read_json(request)
+            await self.api.select_model(request, body.get("model"), Surface.OLLAMA)
             self.api.check_ready()
             req = parse(body, self.api.supervisor.state.info, self.api.limits())
             self._check_model(req.model)

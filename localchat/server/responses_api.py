@@ -55,6 +55,7 @@ class ResponsesRoutes:
     async def create(self, request: Request) -> Response:
         try:
             body = await self.api.read_json(request)
+            await self.api.select_model(request, body.get("model"), Surface.RESPONSES)
             self.api.check_ready()
             req = parse_responses(body, self.api.supervisor.state.info, self.api.limits(), self._history)
             self.api.check_model(req.parsed.model)
