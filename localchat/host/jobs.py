@@ -110,21 +110,24 @@ class FairQueue:
                 self._order.remove(job.source)
         return True
 
-    def next(self, defer: Callable[[JobHandle], bool] | None = None) -> JobHandle | None:
+    def next(self, defer: Callable[[JobHandle], bool] | None = None,
+             hold: Callable[[JobHandle], bool] | None = None) -> JobHandle | None:
         """The first source in line gives its oldest job and goes to the back of the line.
 
         ``defer``: a source whose oldest job it holds back is passed over while another source's is
         not (a job for another model waits while jobs for the loaded one are waiting); when every
-        source's is held back, the first in line goes anyway."""
+        source's is held back, the first in line goes anyway. ``hold``: a source whose oldest job it
+        names is not served now at all (None when every source's is held)."""
         for source in list(self._order):
             if not self._lines.get(source):
                 self._lines.pop(source, None)
                 self._order.remove(source)
-        if not self._order:
+        order = [s for s in self._order if hold is None or not hold(self._lines[s][0])]
+        if not order:
             return None
-        chosen = self._order[0]
+        chosen = order[0]
         if defer is not None:
-            chosen = next((s for s in self._order if not defer(self._lines[s][0])), chosen)
+            chosen = next((s for s in order if not defer(self._lines[s][0])), chosen)
         self._order.remove(chosen)
         line = self._lines[chosen]
         job = line.popleft()
@@ -133,6 +136,10 @@ class FairQueue:
         else:
             del self._lines[chosen]
         return job
+
+    def any(self, test: Callable[[JobHandle], bool]) -> bool:
+        """Whether some source's oldest job passes ``test``."""
+        return any(line and test(line[0]) for line in self._lines.values())
 
     def drain(self) -> list[JobHandle]:
         """Every waiting job, oldest line first; the queue is empty after."""

@@ -83,6 +83,9 @@ EXIT_CODE_WAIT_S = 1.0  # after the pipe closed, how long to wait for the child'
 STOP_WAIT_S = 1.0  # how long a leaving child is given before it is killed
 # After a switch to another model, how long jobs for the loaded model go before a job naming another.
 SWITCH_PATIENCE_S = 20.0
+# After a load job, how long a job that would load yet another model waits for the loading request's
+# own job (it is submitted once the request is read against the model: a few milliseconds).
+LOAD_GRACE_S = 2.0
 
 Listener = Callable[[Event], None]
 # How a process that called abort() ends: SIGABRT on POSIX; exit code 3 on Windows.
@@ -182,6 +185,7 @@ class EngineSupervisor(Supervisor):
         self._reload = config is not None  # a load was asked for and not begun
         self._closing = False
         self._switched_at = float("-inf")  # when a job's model was last loaded for it
+        self._grace_until = float("-inf")  # a load job loaded a model for a request not queued yet
 
     # -- reading (any thread) ----------------------------------------------------------
     @property
@@ -330,7 +334,8 @@ class EngineSupervisor(Supervisor):
             while True:
                 ended = False
                 with self._cond:
-                    while not self._closing and not len(self._queue) and not self._engine_wanted():
+                    while (not self._closing and not self._queue.any(self._runnable)
+                           and not self._engine_wanted()):
                         self._cond.wait(IDLE_CHECK_S)
                         ended = self._ended_while_idle()
                         if ended:
@@ -346,7 +351,7 @@ class EngineSupervisor(Supervisor):
                     self._ensure_engine()
                     continue
                 with self._cond:
-                    job = self._queue.next(self._defer)
+                    job = self._queue.next(self._defer, self._held)
                     if job is None:
                         continue
                     self._running = job
@@ -361,6 +366,16 @@ class EngineSupervisor(Supervisor):
         except Exception:
             log.exception("the engine supervisor stopped unexpectedly")
             self._stopped_unexpectedly(job)
+
+    def _held(self, job: JobHandle) -> bool:
+        """Not to run yet: it would load another model while the request a load job loaded the current
+        one for has not queued its job yet (LOAD_GRACE_S), so that request is not answered from a
+        model loaded twice. Called with ``_cond`` held."""
+        needs_switch = job.model is not None and not self.runs_on(job.model)
+        return needs_switch and time.monotonic() < self._grace_until
+
+    def _runnable(self, job: JobHandle) -> bool:
+        return not self._held(job)
 
     def _defer(self, job: JobHandle) -> bool:
         """Hold ``job`` back (other sources' jobs first): it needs another model, and the last switch
@@ -389,26 +404,32 @@ class EngineSupervisor(Supervisor):
             if not (state.ready and self.runs_on(want)):
                 failure = state.failure or Failure(
                     FailureKind.LOAD_FAILED, "Another model was asked for while this one was loading.")
-                self._end(job, Failed(job.id, job.source, failure))
-                self._restore(before, want, failure)
+                restoring = self._begin_restore(before, want, failure)
+                self._end(job, Failed(job.id, job.source, failure))  # the state says what comes back
+                if restoring:
+                    self._ensure_engine(fail_waiting=False)
                 return False
         if job.request is None:
             assert self._state.info is not None
+            self._grace_until = time.monotonic() + LOAD_GRACE_S
             job.load_done(self._state.info)
             return False
+        if want is not None:
+            self._grace_until = float("-inf")  # a request's job runs on its model: the grace is over
         return True
 
-    def _restore(self, before: EngineState, refused: EngineConfig, failure: Failure) -> None:
-        """After an API request's load failed: load again the model that was loaded before it (the
-        state says what was refused and why); with none before, it stays failed."""
-        if before.config is None or not before.ready or self._reload or self._closing:
-            return
+    def _begin_restore(self, before: EngineState, refused: EngineConfig, failure: Failure) -> bool:
+        """After an API request's load failed: ask to load again the model loaded before it (the state
+        says what was refused and why); False when there was none (it stays failed) or another load
+        was asked for meanwhile."""
         with self._cond:
+            if before.config is None or not before.ready or self._reload or self._closing:
+                return False
             self._reload = True
             self._set_state(phase=Phase.LOADING, config=before.config, info=None, failure=None,
                             dropped_workers=(), requested_by=before.requested_by,
                             refused_path=refused.target_path, refused_failure=failure)
-        self._ensure_engine(fail_waiting=False)
+            return True
 
     def _stopped_unexpectedly(self, running: JobHandle | None) -> None:
         """The thread is ending on a fault: tell everyone who waits on it (a load, the running job,

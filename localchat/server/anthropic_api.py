@@ -41,7 +41,7 @@ class AnthropicRoutes:
     async def messages(self, request: Request) -> Response:
         try:
             parsed = await self.api.parsed(request, parse_messages, Surface.ANTHROPIC)
-            mid, model = f"msg_{uuid.uuid4().hex[:24]}", self.api.model_id
+            mid, model = f"msg_{uuid.uuid4().hex[:24]}", self.api.model_for(request)
             stream = MessageStream(mid, model, parsed)
 
             def whole(result: GenerationResult) -> dict[str, Any]:

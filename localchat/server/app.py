@@ -52,7 +52,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from localchat.catalog.names import file_name, file_stem, shipped_served_id
-from localchat.engine.types import EngineConfig, GenerationRequest, GenerationResult
+from localchat.engine.types import EngineConfig, EngineInfo, GenerationRequest, GenerationResult
 from localchat.host.events import Failed, Failure, FailureKind, Finished, JobEvent, Phase, Tokens
 from localchat.host.failure_words import Audience, sentence
 from localchat.host.sources import Surface, job_source
@@ -81,6 +81,7 @@ log = logging.getLogger(__name__)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 PINNED = "localchat.model"  # the ASGI scope's key for the model a request's job must run on
+PINNED_INFO = "localchat.model_info"  # and for what that model is (EngineInfo), to read the request by
 
 
 @dataclass(frozen=True)
@@ -283,7 +284,9 @@ class Api:
         config = self.supervisor.state.config
         if self.serves(name):
             if config is not None and shelf.loads_allowed:
-                request.scope[PINNED] = config  # it runs on this model even if another loads meanwhile
+                # It runs on this model even if another loads meanwhile, and is read by it.
+                request.scope[PINNED] = config
+                request.scope[PINNED_INFO] = self.supervisor.state.info
             return
         model = await asyncio.to_thread(shelf.find, name)
         if model is None:
@@ -296,11 +299,11 @@ class Api:
                                 "(localchat serve: without --no-load-on-request).",
                            type="permission_error", param="model", code="model_load_not_allowed")
         wanted = await asyncio.to_thread(shelf.config_for, model)
-        await self._load(request, wanted, model, surface)
+        request.scope[PINNED_INFO] = await self._load(request, wanted, model, surface)
         request.scope[PINNED] = wanted
 
     async def _load(self, request: Request, config: EngineConfig, model: ShelfModel,
-                    surface: Surface) -> None:
+                    surface: Surface) -> EngineInfo:
         """Queue the load of ``model`` and wait for it (the client's leaving withdraws it)."""
         loop, wake = asyncio.get_running_loop(), asyncio.Event()
 
@@ -323,7 +326,7 @@ class Api:
                     self.supervisor.cancel(job)
                     raise ClientGone() from None
         if job.loaded is not None:
-            return
+            return job.loaded
         failure = Failure(FailureKind.LOAD_FAILED)
         assert job.events is not None
         while not job.events.empty():
@@ -341,9 +344,23 @@ class Api:
         config = request.scope.get(PINNED)
         return config if isinstance(config, EngineConfig) else None
 
-    def limits(self) -> Limits:
+    def info_for(self, request: Request) -> EngineInfo | None:
+        """What the request's model is (its template, its context): the one it named and loaded, else
+        the one loaded now."""
+        info = request.scope.get(PINNED_INFO)
+        return info if isinstance(info, EngineInfo) else self.supervisor.state.info
+
+    def model_for(self, request: Request) -> str:
+        """The model id a reply names: the model the request runs on."""
+        config = self.pinned(request)
+        if config is None or self.shelf is None or self.supervisor.runs_on(config):
+            return self.model_id
+        return self.shelf.id_of(config.target_path)
+
+    def limits(self, request: Request | None = None) -> Limits:
         state = self.supervisor.state
-        info, config = state.info, state.config
+        info = self.info_for(request) if request is not None else state.info
+        config = state.config
         ceiling = self.settings.max_tokens or (
             info.n_ctx if info is not None else config.n_ctx if config is not None else 4096
         )
@@ -354,8 +371,9 @@ class Api:
         raw = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_s)
         return json_object(raw)
 
-    def check_model(self, name: str | None, listed_at: str = "GET /v1/models") -> None:
-        if name is None or self.serves(name):
+    def check_model(self, name: str | None, listed_at: str = "GET /v1/models",
+                    request: Request | None = None) -> None:
+        if name is None or self.serves(name) or (request is not None and self.pinned(request) is not None):
             return
         others = " and the other local models it can load" if self.shelf is not None else ""
         raise ApiError(404, f"The model {name!r} is not served here; this server serves "
@@ -379,8 +397,8 @@ class Api:
         body = await self.read_json(request)
         await self.select_model(request, body.get("model"), surface)
         self.check_ready()
-        parsed = parse(body, self.supervisor.state.info, self.limits(), **kw)
-        self.check_model(parsed.model)
+        parsed = parse(body, self.info_for(request), self.limits(request), **kw)
+        self.check_model(parsed.model, request=request)
         return parsed
 
     async def run_to_end(

@@ -110,9 +110,9 @@ class OllamaRoutes:
             self._described = {path: (meta, template)}
         return self._described[path]
 
-    def _check_model(self, name: str | None) -> None:
+    def _check_model(self, name: str | None, request: Request | None = None) -> None:
         if name is not None:
-            self.api.check_model(base_name(name), listed_at="GET /api/tags")
+            self.api.check_model(base_name(name), listed_at="GET /api/tags", request=request)
 
     # -- routes -----------------------------------------------------------------------
     async def root(self, request: Request) -> Response:
@@ -176,11 +176,12 @@ class OllamaRoutes:
             body = await self.api.read_json(request)
             await self.api.select_model(request, body.get("model"), Surface.OLLAMA)
             self.api.check_ready()
-            req = parse(body, self.api.supervisor.state.info, self.api.limits())
-            self._check_model(req.model)
+            req = parse(body, self.api.info_for(request), self.api.limits(request))
+            self._check_model(req.model, request)
+            name = ollama_name(self.api.model_for(request))
             if req.parsed is None:
-                return JSONResponse(loaded(self.name, chat))
-            stream = OllamaStream(self.name, req.parsed, chat)
+                return JSONResponse(loaded(name, chat))
+            stream = OllamaStream(name, req.parsed, chat)
 
             def whole(result: GenerationResult) -> dict[str, Any]:
                 return stream.whole(result)
