@@ -17,6 +17,7 @@ import pytest
 from localchat.app import AppParts, build_main_window
 from localchat.engine.types import FinishReason
 from localchat.services import EngineClient
+from localchat.settings.presets import ModelPreset
 
 FAKE = "tests.host.fake_engine:FakeEngine"
 
@@ -69,6 +70,10 @@ def test_an_api_load_waits_for_the_windows_reply_and_the_window_says_the_api_swi
     assert [m["id"] for m in api.get("/v1/models").json()["data"]] == [
         "SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m"]
 
+    # Gemma's preset (its context length) applies to the API's load as to the window's.
+    presets = parts.session.model.presets
+    assert presets is not None
+    assert presets.save("gemma-3-270m-q4_k_m", ModelPreset({"context_length": 3072})) == ""
     parts.settings.set("max_reply_tokens", 60)
     ends = []
     parts.session.reply_finished.connect(ends.append)
@@ -92,6 +97,8 @@ def test_an_api_load_waits_for_the_windows_reply_and_the_window_says_the_api_swi
     assert "Let API requests load other models" in notice
     assert window.status.target_label.text().startswith("gemma-3-270m")  # the model's name follows
     assert parts.settings.last_model_path == str(folder / gemma)  # and the next start loads it
+    assert parts.engine.state.config is not None and parts.engine.state.config.n_ctx == 3072
+    assert parts.session.model.preset == ModelPreset({"context_length": 3072})  # the window's replies too
 
 
 def test_with_the_setting_off_the_request_is_refused_and_the_window_keeps_its_model(
