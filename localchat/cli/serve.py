@@ -173,7 +173,14 @@ def run(args: argparse.Namespace) -> int:
                             n_threads=args.threads, gpu_layers=args.gpu_layers, rpc_servers=workers,
                             tensor_split=split, exact=args.exact)
 
-    shelf = ModelShelf(_user_library, _catalog, configure, lambda: not args.no_load_on_request,
+    def library() -> Any:
+        """The app's folders, and the served file wherever it is (so a request can name it again)."""
+        from localchat.catalog.library import Library
+
+        folders = _user_library()
+        return Library(folders.models_dirs, [target], read_only_dirs=folders.read_only_dirs)
+
+    shelf = ModelShelf(library, _catalog, configure, lambda: not args.no_load_on_request,
                        aliases={target: args.name} if args.name else None)
     settings = ServerSettings(
         model_id=args.name or model_id, model_path=target, host=args.host, api_key=args.api_key,

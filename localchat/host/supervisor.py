@@ -247,6 +247,7 @@ class EngineSupervisor(Supervisor):
         """Load another model once the running job (if any) ends; queued jobs then run on it."""
         with self._cond:
             self._reload = True
+            self._switched_at = time.monotonic()  # the jobs for it go before the API's for another
             self._set_state(phase=Phase.LOADING, config=config, info=None, failure=None, dropped_workers=(),
                             requested_by="", refused_path="", refused_failure=None)
 

@@ -299,11 +299,12 @@ class Api:
                                 "(localchat serve: without --no-load-on-request).",
                            type="permission_error", param="model", code="model_load_not_allowed")
         wanted = await asyncio.to_thread(shelf.config_for, model)
-        request.scope[PINNED_INFO] = await self._load(request, wanted, model, surface)
+        back = self.supervisor.state.ready  # a failed load brings this model back
+        request.scope[PINNED_INFO] = await self._load(request, wanted, model, surface, back)
         request.scope[PINNED] = wanted
 
     async def _load(self, request: Request, config: EngineConfig, model: ShelfModel,
-                    surface: Surface) -> EngineInfo:
+                    surface: Surface, back: bool) -> EngineInfo:
         """Queue the load of ``model`` and wait for it (the client's leaving withdraws it)."""
         loop, wake = asyncio.get_running_loop(), asyncio.Event()
 
@@ -335,8 +336,9 @@ class Api:
                 failure = event.failure
         if failure.kind is not FailureKind.LOAD_FAILED and failure.kind is not FailureKind.ENGINE_DIED:
             raise failure_error(failure)
-        raise ApiError(500, f"The model {model.id!r} could not be loaded: {sentence(failure, Audience.API)} "
-                            "The model loaded before it is loaded again.",
+        again = " The model loaded before it is loaded again." if back else ""
+        raise ApiError(500, f"The model {model.id!r} could not be loaded: {sentence(failure, Audience.API)}"
+                            f"{again}",
                        type="server_error", param="model", code="model_load_failed")
 
     def pinned(self, request: Request) -> EngineConfig | None:

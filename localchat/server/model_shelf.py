@@ -89,6 +89,8 @@ class ModelShelf:
                 continue
             path = str(local.path)
             model_id = self.id_of(path, catalog)
+            if model_id.lower() in seen:  # another quantization of a catalog model: its file's own name
+                model_id = file_stem(path)
             if model_id.lower() in seen:  # the same file in two folders: listed once
                 continue
             seen.add(model_id.lower())
