@@ -110,6 +110,13 @@ class OllamaRoutes:
             self._described = {path: (meta, template)}
         return self._described[path]
 
+    async def _listed_not_loaded(self, name: str) -> bool:
+        """Whether ``name`` is a local model /api/tags lists that is not the one loaded."""
+        shelf = self.api.shelf
+        if shelf is None or self.api.serves(name):
+            return False
+        return await asyncio.to_thread(shelf.find, name) is not None
+
     def _check_model(self, name: str | None, request: Request | None = None) -> None:
         if name is not None:
             self.api.check_model(base_name(name), listed_at="GET /api/tags", request=request)
@@ -151,7 +158,13 @@ class OllamaRoutes:
                 raise ApiError(
                     400, "'model' is required: the name GET /api/tags lists.", code="missing_field"
                 )
-            self._check_model(fields.text(name, "model"))
+            wanted = base_name(fields.text(name, "model"))
+            if await self._listed_not_loaded(wanted):
+                raise ApiError(404, f"{wanted} is on this computer but not loaded, and /api/show describes "
+                                    "the loaded model only (its template and capabilities are read when it "
+                                    "loads): a request that names it (/api/chat, /api/generate) loads it.",
+                               code="model_not_loaded")
+            self._check_model(wanted)
             self.api.check_ready()
             described, info = await self._description(), self.api.supervisor.state.info
             if described is None or info is None:

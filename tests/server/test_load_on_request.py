@@ -65,6 +65,10 @@ def test_the_list_shows_every_local_model_the_loaded_one_first(served: Served) -
     assert [m.model_extra["loaded"] for m in listed] == [True, False]  # type: ignore[index]
     tags = ollama.Client(host=served.url).list().models
     assert [t.model for t in tags] == [f"{SMOL}:latest", f"{GEMMA}:latest"]
+    with pytest.raises(ollama.ResponseError) as shown:  # /api/show describes the loaded model only
+        ollama.Client(host=served.url).show(f"{GEMMA}:latest")
+    assert shown.value.status_code == 404 and "not loaded" in str(shown.value)
+    assert ollama.Client(host=served.url).show(SMOL).capabilities
 
 
 def test_a_request_naming_another_model_loads_it_and_answers_from_it(served: Served) -> None:
