@@ -19,8 +19,9 @@ ONE engine process and ONE loaded model::
 An API request may name another local model (``submit_load``, then ``submit`` with ``model``): the
 load is a job in the same queue, so it waits for the running job (a reply streaming in the window
 is never cut), loads are one at a time, and a job that needs another model is held back while jobs
-for the loaded one wait, for at most ``SWITCH_PATIENCE_S`` after the last switch (two clients naming
-two models do not make the engine reload between every request). When such a load fails, the
+for the loaded one wait or may come (``LINGER_S`` after each), for at most ``SWITCH_PATIENCE_S``
+after the last load: two clients naming two models do not make the engine reload between every
+request, and neither waits much longer than that for its turn. When such a load fails, the
 request gets the failure and the model loaded before it is loaded again, so the window and the
 other clients keep theirs (``EngineState.refused_path`` says what failed).
 
@@ -79,6 +80,7 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.02  # how often a supervisor looks at cancel flags while its child works
 IDLE_CHECK_S = 0.5  # how often an idle supervisor checks that its child still lives
+HELD_CHECK_S = 0.05  # how often it looks again at jobs held back (LOAD_GRACE_S, LINGER_S)
 EXIT_CODE_WAIT_S = 1.0  # after the pipe closed, how long to wait for the child's exit code
 STOP_WAIT_S = 1.0  # how long a leaving child is given before it is killed
 # After a switch to another model, how long jobs for the loaded model go before a job naming another.
@@ -86,6 +88,10 @@ SWITCH_PATIENCE_S = 20.0
 # After a load job, how long a job that would load yet another model waits for the loading request's
 # own job (it is submitted once the request is read against the model: a few milliseconds).
 LOAD_GRACE_S = 2.0
+# After a job, how long a job that would load another model waits for the next one on the loaded
+# model (a client's next request arrives within milliseconds of its answer), within SWITCH_PATIENCE_S
+# of the last load: two clients sending one request at a time do not make the engine reload each time.
+LINGER_S = 1.0
 
 Listener = Callable[[Event], None]
 # How a process that called abort() ends: SIGABRT on POSIX; exit code 3 on Windows.
@@ -184,7 +190,8 @@ class EngineSupervisor(Supervisor):
         self._state = EngineState(Phase.NO_MODEL, config)
         self._reload = config is not None  # a load was asked for and not begun
         self._closing = False
-        self._switched_at = float("-inf")  # when a job's model was last loaded for it
+        self._switched_at = float("-inf")  # when a model last finished loading
+        self._job_ended_at = float("-inf")  # when the last job that ran ended
         self._grace_until = float("-inf")  # a load job loaded a model for a request not queued yet
 
     # -- reading (any thread) ----------------------------------------------------------
@@ -247,7 +254,6 @@ class EngineSupervisor(Supervisor):
         """Load another model once the running job (if any) ends; queued jobs then run on it."""
         with self._cond:
             self._reload = True
-            self._switched_at = time.monotonic()  # the jobs for it go before the API's for another
             self._set_state(phase=Phase.LOADING, config=config, info=None, failure=None, dropped_workers=(),
                             requested_by="", refused_path="", refused_failure=None)
 
@@ -337,7 +343,7 @@ class EngineSupervisor(Supervisor):
                 with self._cond:
                     while (not self._closing and not self._queue.any(self._runnable)
                            and not self._engine_wanted()):
-                        self._cond.wait(IDLE_CHECK_S)
+                        self._cond.wait(HELD_CHECK_S if len(self._queue) else IDLE_CHECK_S)
                         ended = self._ended_while_idle()
                         if ended:
                             break
@@ -356,11 +362,14 @@ class EngineSupervisor(Supervisor):
                     if job is None:
                         continue
                     self._running = job
+                log.debug("job %d from %s: %s", job.id, job.source, "load" if job.request is None else "run")
                 try:
                     if self._switch_for(job):
                         self._run_job(job)
                 finally:
                     with self._cond:
+                        if job.request is not None:
+                            self._job_ended_at = time.monotonic()
                         self._running = None
                         self._cond.notify_all()
                 job = None
@@ -369,11 +378,16 @@ class EngineSupervisor(Supervisor):
             self._stopped_unexpectedly(job)
 
     def _held(self, job: JobHandle) -> bool:
-        """Not to run yet: it would load another model while the request a load job loaded the current
-        one for has not queued its job yet (LOAD_GRACE_S), so that request is not answered from a
-        model loaded twice. Called with ``_cond`` held."""
-        needs_switch = job.model is not None and not self.runs_on(job.model)
-        return needs_switch and time.monotonic() < self._grace_until
+        """Not to run yet, as it would load another model: while the request a load job loaded the
+        current one for has not queued its job yet (LOAD_GRACE_S), so that request is not answered from
+        a model loaded twice; and for LINGER_S after a job, within SWITCH_PATIENCE_S of the last load,
+        so the loaded model's next request goes first. Called with ``_cond`` held."""
+        if job.model is None or self.runs_on(job.model):
+            return False
+        now = time.monotonic()
+        if now < self._grace_until:
+            return True
+        return now - self._job_ended_at < LINGER_S and now - self._switched_at < SWITCH_PATIENCE_S
 
     def _runnable(self, job: JobHandle) -> bool:
         return not self._held(job)
@@ -399,7 +413,6 @@ class EngineSupervisor(Supervisor):
                 self._reload = True
                 self._set_state(phase=Phase.LOADING, config=want, info=None, failure=None, dropped_workers=(),
                                 requested_by=job.source, refused_path="", refused_failure=None)
-            self._switched_at = time.monotonic()
             self._ensure_engine(fail_waiting=False)
             state = self._state
             if not (state.ready and self.runs_on(want)):
@@ -538,6 +551,7 @@ class EngineSupervisor(Supervisor):
                 return
             if info is not None:
                 log.info("model loaded: %s", info.target.name)
+                self._switched_at = time.monotonic()  # its jobs go first for SWITCH_PATIENCE_S
                 self._set_state(phase=Phase.READY, info=info, failure=None, ever_loaded=True)
                 return
             assert failure is not None

@@ -177,5 +177,7 @@ def test_two_clients_naming_two_models_take_turns_without_a_failure(served: Serv
     assert answers == {SMOL: [SMOL] * 3, GEMMA: [GEMMA] * 3}
     phases = [e.state.phase for e in served.events if isinstance(e, StateChanged)]
     loads = sum(1 for a, b in itertools.pairwise(phases) if b is Phase.READY and a is not b)
-    assert loads <= 1 + 6, loads  # the first load, then at most one switch a request
+    # The first load, then a switch or two: each client's next request comes within LINGER_S of its
+    # answer and goes before the other model's (without it: a switch before nearly every request, 1 + 5).
+    assert loads <= 1 + 3, loads
     assert not any(isinstance(e, StateChanged) and e.state.phase is Phase.FAILED for e in served.events)
