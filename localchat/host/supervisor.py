@@ -83,7 +83,7 @@ IDLE_CHECK_S = 0.5  # how often an idle supervisor checks that its child still l
 HELD_CHECK_S = 0.05  # how often it looks again at jobs held back (LOAD_GRACE_S, LINGER_S)
 EXIT_CODE_WAIT_S = 1.0  # after the pipe closed, how long to wait for the child's exit code
 STOP_WAIT_S = 1.0  # how long a leaving child is given before it is killed
-# After a switch to another model, how long jobs for the loaded model go before a job naming another.
+# After a model loaded, how long jobs for it go before a job naming another (which waits at most this).
 SWITCH_PATIENCE_S = 20.0
 # After a load job, how long a job that would load yet another model waits for the loading request's
 # own job (it is submitted once the request is read against the model: a few milliseconds).
@@ -393,7 +393,7 @@ class EngineSupervisor(Supervisor):
         return not self._held(job)
 
     def _defer(self, job: JobHandle) -> bool:
-        """Hold ``job`` back (other sources' jobs first): it needs another model, and the last switch
+        """Hold ``job`` back (other sources' jobs first): it needs another model, and the last load
         was less than SWITCH_PATIENCE_S ago (called with ``_cond`` held)."""
         if job.model is None or self.runs_on(job.model):
             return False
