@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from localchat.host.events import EngineState
     from localchat.host.supervisor import EngineSupervisor
     from localchat.server import ServerThread
+    from localchat.server.model_shelf import ModelShelf
     from localchat.services.starter_advisor import StarterAdvisor
     from localchat.ui.model_manager import ModelManagerDialog
 from localchat.services.download_service import DownloadService
@@ -116,6 +117,10 @@ class ModelsWiring(QObject):
         name = match[0].display_name if match is not None else Path(target).name
         sentence = f"{name} is downloaded{' with its drafter' if draft else ''}."
         self._offer_load(sentence, target, draft or None)
+
+    def library(self) -> Library:
+        """The models the manager lists (and the API may load): the folders as the settings say now."""
+        return self._library()
 
     def _library(self) -> Library:
         from localchat.catalog.library import Library, default_models_dir, hf_cache_dir
@@ -259,12 +264,15 @@ class ApiServerSwitch:
     On when ``server_enabled`` is and there is a supervisor to share; rebound when the port, the
     API key or the allowed web pages change. It binds 127.0.0.1 only. A port in use is a sentence
     (``notice``), and the switch stays off; ``show_url`` is told where it serves (None: nowhere).
+    ``shelf``: the local models it lists and loads when a request names one (``server_loads_models``).
     """
 
     def __init__(self, settings: SettingsService, supervisor: EngineSupervisor | None,
-                 show_url: Callable[[str | None], None], notice: Callable[[str], None]) -> None:
+                 show_url: Callable[[str | None], None], notice: Callable[[str], None],
+                 shelf: ModelShelf | None = None) -> None:
         self._settings = settings
         self._supervisor = supervisor
+        self._shelf = shelf
         self._show_url = show_url
         self._notice = notice
         self._thread: ServerThread | None = None
@@ -301,7 +309,8 @@ class ApiServerSwitch:
             return
         self._supervisor.start()
         allowed = tuple(o.strip() for o in origins.split(",") if o.strip())
-        app = create_app(self._supervisor, ServerSettings(api_key=key or None, cors_origins=allowed))
+        app = create_app(self._supervisor, ServerSettings(api_key=key or None, cors_origins=allowed),
+                         self._shelf)
         thread = ServerThread(app, sock)
         thread.start()
         self._thread, self._running, self.error = thread, (port, key, origins), ""
@@ -318,6 +327,15 @@ class ApiServerSwitch:
     def _on_settings_changed(self, name: str, _value: object) -> None:
         if name.startswith("server_"):
             self.apply()
+
+
+def _api_shelf(settings: SettingsService, models: ModelsWiring, session: ChatSession) -> ModelShelf:
+    """The models the API lists and loads on request: the manager's folders, paired as the manager
+    pairs, each loaded with its preset over the settings (the window's own ``config_for``)."""
+    from localchat.server.model_shelf import ModelShelf
+
+    return ModelShelf(models.library, _catalog_or_none, session.model.config_for,
+                      lambda: settings.server_loads_models)
 
 
 def _make_engine_client() -> EnginePort:
@@ -389,7 +407,8 @@ def build_main_window(
     window.suggestion.model_requested.connect(models.open_suggested)
     client.state_changed.connect(models.observe)
     window.hub_token = HubTokenService(parent=window)
-    server = ApiServerSwitch(settings, client.supervisor, window.status.set_server, window.page.show_notice)
+    server = ApiServerSwitch(settings, client.supervisor, window.status.set_server, window.page.show_notice,
+                             _api_shelf(settings, models, session))
     messages = [*settings.load_messages, *tools.load_messages, *presets.load_messages]
     if messages:
         window.page.show_notice(" ".join(messages))

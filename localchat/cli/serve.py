@@ -4,7 +4,10 @@
 id of a model in the app's folders, and the model is served under the id the
 app's server gives the same file (catalog.names.served_id); the
 drafter is paired as in the app (the catalog's drafter, else a same-vocabulary
-local model, else n-gram lookup), and ``--draft`` overrides it. Once the model
+local model, else n-gram lookup), and ``--draft`` overrides it. The other models
+of the app's folders are listed too, and a request that names one loads it in
+place of the served one (paired the same way, with the same --ctx and placement)
+unless ``--no-load-on-request``. Once the model
 is loaded, one line with the URL goes to stdout; everything else goes to stderr.
 
 The default port, 11435, is taken by none of the local model servers
@@ -52,6 +55,10 @@ def register(sub: Any) -> None:
                    help="requests that may wait for the engine before 429 (default 16)")
     p.add_argument("--max-body-mb", type=number(0.0, above=True), default=8.0,
                    help="largest request body in MB (default 8)")
+    p.add_argument("--no-load-on-request", action="store_true",
+                   help="answer a request that names another local model with an error (403) instead of "
+                        "loading it in place of the served one (default: it is loaded, as LM Studio and "
+                        "Ollama do)")
     p.add_argument("--name", default=None,
                    help="model id clients see (default: the catalog id, else the file name without .gguf)")
     p.set_defaults(func=run)
@@ -118,10 +125,26 @@ def resolve_model(spec: str, draft: str | None, no_spec: bool) -> tuple[str, str
     return str(target), draft_path, model_id, pairing.reason
 
 
+def _user_library() -> Any:
+    from localchat.cli.models import user_library
+
+    return user_library()
+
+
+def _catalog() -> Any:
+    from localchat.catalog.drafters import load_catalog
+
+    try:
+        return load_catalog()
+    except Exception:  # a broken catalog must not keep the local models from being listed
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     from localchat.engine.types import EngineConfig
     from localchat.host.supervisor import EngineSupervisor, EngineUnavailable
     from localchat.server import BindError, ServerSettings, ServerThread, bind_socket, create_app, is_loopback
+    from localchat.server.model_shelf import ModelShelf
 
     logging.basicConfig(level=logging.WARNING, format="localchat: %(levelname)s %(name)s: %(message)s")
     if not is_loopback(args.host) and not args.api_key:
@@ -143,13 +166,29 @@ def run(args: argparse.Namespace) -> int:
                           gpu_layers=args.gpu_layers, rpc_servers=workers, tensor_split=split,
                           exact=args.exact)
     supervisor = EngineSupervisor(config, max_queue=args.queue_size)
+
+    def configure(path: str, paired: str | None) -> EngineConfig:
+        """Another model a request named: the command's context and placement, paired as above."""
+        return EngineConfig(target_path=path, draft_path=None if args.no_spec else paired, n_ctx=args.ctx,
+                            n_threads=args.threads, gpu_layers=args.gpu_layers, rpc_servers=workers,
+                            tensor_split=split, exact=args.exact)
+
+    def library() -> Any:
+        """The app's folders, and the served file wherever it is (so a request can name it again)."""
+        from localchat.catalog.library import Library
+
+        folders = _user_library()
+        return Library(folders.models_dirs, [target], read_only_dirs=folders.read_only_dirs)
+
+    shelf = ModelShelf(library, _catalog, configure, lambda: not args.no_load_on_request,
+                       aliases={target: args.name} if args.name else None)
     settings = ServerSettings(
-        model_id=args.name or model_id, host=args.host, api_key=args.api_key,
+        model_id=args.name or model_id, model_path=target, host=args.host, api_key=args.api_key,
         cors_origins=tuple(args.cors_origin), allowed_hosts=tuple(args.allowed_host),
         max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_tokens=args.max_tokens,
         default_mode="off" if args.no_spec else "adaptive",
     )
-    server = ServerThread(create_app(supervisor, settings), sock, settings.connections())
+    server = ServerThread(create_app(supervisor, settings, shelf), sock, settings.connections())
     supervisor.start()
     try:
         server.start()  # /health answers 503 while the model loads

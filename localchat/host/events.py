@@ -81,6 +81,13 @@ class EngineState:
     pid: int | None = None  # the engine process, while there is one
     # Workers left out of ``config`` after one of them went away and the pair fits here alone.
     dropped_workers: tuple[str, ...] = ()
+    # Who asked for ``config``: "" the window or the command line; an API job's source
+    # (host/sources.py) when a request named this model and loaded it.
+    requested_by: str = ""
+    # An API request's load of this model failed and ``config`` is the model loaded before it, loaded
+    # again: what the failed one was (its target path, and why, as a Failure).
+    refused_path: str = ""
+    refused_failure: Failure | None = None
 
     @property
     def ready(self) -> bool:

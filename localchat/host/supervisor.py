@@ -16,6 +16,15 @@ ONE engine process and ONE loaded model::
     supervisor.cancel(job)                                  # queued: dropped; running: Cancel
     supervisor.close()
 
+An API request may name another local model (``submit_load``, then ``submit`` with ``model``): the
+load is a job in the same queue, so it waits for the running job (a reply streaming in the window
+is never cut), loads are one at a time, and a job that needs another model is held back while jobs
+for the loaded one wait or may come (``LINGER_S`` after each), for at most ``SWITCH_PATIENCE_S``
+after the last load: two clients naming two models do not make the engine reload between every
+request, and neither waits much longer than that for its turn. When such a load fails, the
+request gets the failure and the model loaded before it is loaded again, so the window and the
+other clients keep theirs (``EngineState.refused_path`` says what failed).
+
 ``BenchSupervisor`` runs one benchmark process the same way (spawn, pump,
 death, a cancel that is not honoured). Both run one thread each, touch their
 child only from it, and tell their ``listener`` every event of host/events.py
@@ -71,8 +80,18 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.02  # how often a supervisor looks at cancel flags while its child works
 IDLE_CHECK_S = 0.5  # how often an idle supervisor checks that its child still lives
+HELD_CHECK_S = 0.05  # how often it looks again at jobs held back (LOAD_GRACE_S, LINGER_S)
 EXIT_CODE_WAIT_S = 1.0  # after the pipe closed, how long to wait for the child's exit code
 STOP_WAIT_S = 1.0  # how long a leaving child is given before it is killed
+# After a model loaded, how long jobs for it go before a job naming another (which waits at most this).
+SWITCH_PATIENCE_S = 20.0
+# After a load job, how long a job that would load yet another model waits for the loading request's
+# own job (it is submitted once the request is read against the model: a few milliseconds).
+LOAD_GRACE_S = 2.0
+# After a job, how long a job that would load another model waits for the next one on the loaded
+# model (a client's next request arrives within milliseconds of its answer), within SWITCH_PATIENCE_S
+# of the last load: two clients sending one request at a time do not make the engine reload each time.
+LINGER_S = 1.0
 
 Listener = Callable[[Event], None]
 # How a process that called abort() ends: SIGABRT on POSIX; exit code 3 on Windows.
@@ -171,6 +190,9 @@ class EngineSupervisor(Supervisor):
         self._state = EngineState(Phase.NO_MODEL, config)
         self._reload = config is not None  # a load was asked for and not begun
         self._closing = False
+        self._switched_at = float("-inf")  # when a model last finished loading
+        self._job_ended_at = float("-inf")  # when the last job that ran ended
+        self._grace_until = float("-inf")  # a load job loaded a model for a request not queued yet
 
     # -- reading (any thread) ----------------------------------------------------------
     @property
@@ -232,18 +254,37 @@ class EngineSupervisor(Supervisor):
         """Load another model once the running job (if any) ends; queued jobs then run on it."""
         with self._cond:
             self._reload = True
-            self._set_state(phase=Phase.LOADING, config=config, info=None, failure=None, dropped_workers=())
+            self._set_state(phase=Phase.LOADING, config=config, info=None, failure=None, dropped_workers=(),
+                            requested_by="", refused_path="", refused_failure=None)
+
+    def runs_on(self, config: EngineConfig) -> bool:
+        """Whether ``config``'s model is the one loaded, or being loaded (by the window or a job)."""
+        current = self._state.config
+        return current is not None and current.target_path == config.target_path
 
     def submit(
         self,
         request: GenerationRequest,
         source: str = "window",
-        notify: Callable[[JobEvent], None] | None = None,
+        notify: Callable[[JobEvent | None], None] | None = None,
         *,
         queue_events: bool = True,
+        model: EngineConfig | None = None,
     ) -> JobHandle:
         """Queue ``request`` behind the other sources' jobs. ``queue_events`` False: its events reach
-        the listener only (the window's client reads them there), not the handle's queue too."""
+        the listener only (the window's client reads them there), not the handle's queue too.
+        ``model``: the model it must run on, loaded first when another is loaded by then."""
+        return self._add(request, source, notify, queue_events, model)
+
+    def submit_load(self, config: EngineConfig, source: str,
+                    notify: Callable[[JobEvent | None], None] | None = None) -> JobHandle:
+        """Queue a load of ``config`` for ``source`` (an API request that named another model). The
+        handle ends with ``loaded`` set, or with Failed (the model loaded before is loaded again)."""
+        return self._add(None, source, notify, True, config)
+
+    def _add(self, request: GenerationRequest | None, source: str,
+             notify: Callable[[JobEvent | None], None] | None, queue_events: bool,
+             model: EngineConfig | None) -> JobHandle:
         with self._cond:
             if self._closing:
                 raise EngineUnavailable(Failure(FailureKind.CLOSED))
@@ -252,7 +293,7 @@ class EngineSupervisor(Supervisor):
             full = self._queue.full()
             if full is not None:
                 raise EngineUnavailable(full)
-            job = JobHandle(next(self._ids), source, request, notify=notify)
+            job = JobHandle(next(self._ids), source, request, notify=notify, model=model)
             if not queue_events:
                 job.events = None
             self._queue.add(job)
@@ -300,8 +341,9 @@ class EngineSupervisor(Supervisor):
             while True:
                 ended = False
                 with self._cond:
-                    while not self._closing and not len(self._queue) and not self._engine_wanted():
-                        self._cond.wait(IDLE_CHECK_S)
+                    while (not self._closing and not self._queue.any(self._runnable)
+                           and not self._engine_wanted()):
+                        self._cond.wait(HELD_CHECK_S if len(self._queue) else IDLE_CHECK_S)
                         ended = self._ended_while_idle()
                         if ended:
                             break
@@ -316,20 +358,92 @@ class EngineSupervisor(Supervisor):
                     self._ensure_engine()
                     continue
                 with self._cond:
-                    job = self._queue.next()
+                    job = self._queue.next(self._defer, self._held)
                     if job is None:
                         continue
                     self._running = job
+                log.debug("job %d from %s: %s", job.id, job.source, "load" if job.request is None else "run")
                 try:
-                    self._run_job(job)
+                    if self._switch_for(job):
+                        self._run_job(job)
                 finally:
                     with self._cond:
+                        if job.request is not None:
+                            self._job_ended_at = time.monotonic()
                         self._running = None
                         self._cond.notify_all()
                 job = None
         except Exception:
             log.exception("the engine supervisor stopped unexpectedly")
             self._stopped_unexpectedly(job)
+
+    def _held(self, job: JobHandle) -> bool:
+        """Not to run yet, as it would load another model: while the request a load job loaded the
+        current one for has not queued its job yet (LOAD_GRACE_S), so that request is not answered from
+        a model loaded twice; and for LINGER_S after a job, within SWITCH_PATIENCE_S of the last load,
+        so the loaded model's next request goes first. Called with ``_cond`` held."""
+        if job.model is None or self.runs_on(job.model):
+            return False
+        now = time.monotonic()
+        if now < self._grace_until:
+            return True
+        return now - self._job_ended_at < LINGER_S and now - self._switched_at < SWITCH_PATIENCE_S
+
+    def _runnable(self, job: JobHandle) -> bool:
+        return not self._held(job)
+
+    def _defer(self, job: JobHandle) -> bool:
+        """Hold ``job`` back (other sources' jobs first): it needs another model, and the last load
+        was less than SWITCH_PATIENCE_S ago (called with ``_cond`` held)."""
+        if job.model is None or self.runs_on(job.model):
+            return False
+        return time.monotonic() - self._switched_at < SWITCH_PATIENCE_S
+
+    def _switch_for(self, job: JobHandle) -> bool:
+        """Load the model ``job`` names, unless it is loaded; whether the job is to run now.
+
+        A load job ends here. When the load fails the job gets the failure, the model loaded before
+        is loaded again, and the jobs waiting stay queued (they may name either model)."""
+        want = job.model
+        if want is None or job.cancel_requested:
+            return True
+        if not (self.runs_on(want) and self._state.ready and self._process is not None):
+            before = self._state
+            with self._cond:
+                self._reload = True
+                self._set_state(phase=Phase.LOADING, config=want, info=None, failure=None, dropped_workers=(),
+                                requested_by=job.source, refused_path="", refused_failure=None)
+            self._ensure_engine(fail_waiting=False)
+            state = self._state
+            if not (state.ready and self.runs_on(want)):
+                failure = state.failure or Failure(
+                    FailureKind.LOAD_FAILED, "Another model was asked for while this one was loading.")
+                restoring = self._begin_restore(before, want, failure)
+                self._end(job, Failed(job.id, job.source, failure))  # the state says what comes back
+                if restoring:
+                    self._ensure_engine(fail_waiting=False)
+                return False
+        if job.request is None:
+            assert self._state.info is not None
+            self._grace_until = time.monotonic() + LOAD_GRACE_S
+            job.load_done(self._state.info)
+            return False
+        if want is not None:
+            self._grace_until = float("-inf")  # a request's job runs on its model: the grace is over
+        return True
+
+    def _begin_restore(self, before: EngineState, refused: EngineConfig, failure: Failure) -> bool:
+        """After an API request's load failed: ask to load again the model loaded before it (the state
+        says what was refused and why); False when there was none (it stays failed) or another load
+        was asked for meanwhile."""
+        with self._cond:
+            if before.config is None or not before.ready or self._reload or self._closing:
+                return False
+            self._reload = True
+            self._set_state(phase=Phase.LOADING, config=before.config, info=None, failure=None,
+                            dropped_workers=(), requested_by=before.requested_by,
+                            refused_path=refused.target_path, refused_failure=failure)
+            return True
 
     def _stopped_unexpectedly(self, running: JobHandle | None) -> None:
         """The thread is ending on a fault: tell everyone who waits on it (a load, the running job,
@@ -396,7 +510,7 @@ class EngineSupervisor(Supervisor):
             return config  # the load names the missing worker
         return dataclasses.replace(config, rpc_servers=(), tensor_split=())
 
-    def _ensure_engine(self) -> None:
+    def _ensure_engine(self, fail_waiting: bool = True) -> None:
         with self._cond:
             asked, self._reload = self._reload, False
             config = self._state.config
@@ -437,6 +551,7 @@ class EngineSupervisor(Supervisor):
                 return
             if info is not None:
                 log.info("model loaded: %s", info.target.name)
+                self._switched_at = time.monotonic()  # its jobs go first for SWITCH_PATIENCE_S
                 self._set_state(phase=Phase.READY, info=info, failure=None, ever_loaded=True)
                 return
             assert failure is not None
@@ -444,7 +559,8 @@ class EngineSupervisor(Supervisor):
             self._set_state(phase=Phase.FAILED, info=None, failure=failure,
                             pid=self._process.pid if self._process is not None else None)
             # The jobs waiting now cannot run: tell them why instead of retrying for ever.
-            self._fail_waiting(failure)
+            if fail_waiting:
+                self._fail_waiting(failure)
 
     def _run_job(self, job: JobHandle) -> None:
         if job.cancel_requested:
@@ -456,6 +572,7 @@ class EngineSupervisor(Supervisor):
             failure = state.failure or Failure(FailureKind.NO_MODEL)
             self._end(job, Failed(job.id, job.source, failure))
             return
+        assert job.request is not None  # a load job ends in _switch_for
         job.started_at = time.monotonic()
         cancel_sent: float | None = None
         try:

@@ -40,8 +40,8 @@ class AnthropicRoutes:
 
     async def messages(self, request: Request) -> Response:
         try:
-            parsed = await self.api.parsed(request, parse_messages)
-            mid, model = f"msg_{uuid.uuid4().hex[:24]}", self.api.model_id
+            parsed = await self.api.parsed(request, parse_messages, Surface.ANTHROPIC)
+            mid, model = f"msg_{uuid.uuid4().hex[:24]}", self.api.model_for(request)
             stream = MessageStream(mid, model, parsed)
 
             def whole(result: GenerationResult) -> dict[str, Any]:
@@ -53,7 +53,7 @@ class AnthropicRoutes:
 
     async def count_tokens(self, request: Request) -> Response:
         try:
-            parsed = await self.api.parsed(request, parse_messages)
+            parsed = await self.api.parsed(request, parse_messages, Surface.ANTHROPIC)
             tokens = await self.api.count_prompt(request, parsed.request, Surface.ANTHROPIC)
             if tokens is None:
                 return Response(status_code=499)

@@ -18,6 +18,14 @@ empty by default, as Ollama's origins setting), a missing or wrong API key
 (``Authorization: Bearer KEY`` or Anthropic's ``x-api-key``), and a body larger
 than the limit (413).
 
+A request may name another local model (server/model_shelf.py): when loads on request are allowed,
+it is loaded (a load job in the engine's queue, after the running job: a reply streaming in the window
+is never cut), then the request is read against it and runs on it (its job names its model, so a load
+in between cannot make it answer from another). Not allowed: 403 naming the model and the setting. A
+name no local model has stays 404. A model that fails to load is a 500 naming it, and the model
+loaded before is loaded again. The request waits for the load after its headers and body arrived, so
+neither time-out applies, and a client that leaves while it waits withdraws its load.
+
 A streamed reply sends its headers only once the job's first event arrives:
 a request that fails before any token (a prompt longer than the context, a
 model that is restarting and fails to load) still gets its real status code
@@ -44,10 +52,11 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from localchat.catalog.names import file_name, file_stem, shipped_served_id
-from localchat.engine.types import GenerationRequest, GenerationResult
+from localchat.engine.types import EngineConfig, EngineInfo, GenerationRequest, GenerationResult
 from localchat.host.events import Failed, Failure, FailureKind, Finished, JobEvent, Phase, Tokens
+from localchat.host.failure_words import Audience, sentence
 from localchat.host.sources import Surface, job_source
-from localchat.host.supervisor import EngineSupervisor
+from localchat.host.supervisor import EngineSupervisor, EngineUnavailable
 from localchat.server import shapes
 from localchat.server.anthropic_api import AnthropicRoutes
 from localchat.server.body import BODY_TIMEOUT_S, ClientGone, json_object, read_body
@@ -60,16 +69,19 @@ from localchat.server.errors import (
     server_error,
 )
 from localchat.server.metrics import Metrics
+from localchat.server.model_shelf import ModelShelf, ShelfModel
 from localchat.server.ollama_api import OllamaRoutes
 from localchat.server.openai_api import OpenAIRoutes
 from localchat.server.parsing import Limits, ParsedRequest
 from localchat.server.responses_api import ResponsesRoutes
-from localchat.server.streaming import SSE, EventStream, JobStream
+from localchat.server.streaming import DISCONNECT_CHECK_S, SSE, EventStream, JobStream
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+PINNED = "localchat.model"  # the ASGI scope's key for the model a request's job must run on
+PINNED_INFO = "localchat.model_info"  # and for what that model is (EngineInfo), to read the request by
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,7 @@ class ServerSettings:
     # What /v1/models lists and clients send as "model"; "" (the app's server): the loaded file's id
     # (catalog.names.served_id: its catalog id, else its name without ".gguf"), following the window.
     model_id: str = ""
+    model_path: str = ""  # the file ``model_id`` names ("": whatever is loaded)
     host: str = "127.0.0.1"
     api_key: str | None = None
     # Web pages allowed to call the API (their Origin, e.g. "http://localhost:3000"; "*": any). A
@@ -173,9 +186,13 @@ class Guard:
 class Api:
     """The routes, over one engine supervisor; ``app`` is the Starlette application."""
 
-    def __init__(self, supervisor: EngineSupervisor, settings: ServerSettings) -> None:
+    def __init__(self, supervisor: EngineSupervisor, settings: ServerSettings,
+                 shelf: ModelShelf | None = None) -> None:
+        """``shelf``: the local models listed beside the loaded one, loaded when a request names one
+        (None: only the loaded model is served)."""
         self.supervisor = supervisor
         self.settings = settings
+        self.shelf = shelf
         self.metrics = Metrics()
         self.started = int(time.time())
         routes = [
@@ -231,16 +248,121 @@ class Api:
 
     @property
     def model_id(self) -> str:
-        if self.settings.model_id:
-            return self.settings.model_id
         config = self.supervisor.state.config
+        named = self.settings.model_path
+        if self.settings.model_id and (not named or (config is not None and config.target_path == named)):
+            return self.settings.model_id
         if config is None:
             return "none"
+        if self.shelf is not None:
+            return self.shelf.id_of(config.target_path)
         return shipped_served_id(config.target_path)
 
-    def limits(self) -> Limits:
+    def serves(self, name: str) -> bool:
+        """Whether a request's "model" names the model loaded (or loading)."""
+        wanted = name.strip().lower()
+        if wanted == self.model_id.lower():
+            return True
+        config = self.supervisor.state.config
+        if config is None:
+            return False
+        file = file_name(config.target_path).lower()
+        names = {file, file_stem(file), shipped_served_id(file)}
+        info = self.supervisor.state.info
+        if info is not None:
+            names.add(info.target.name.lower())
+        return wanted in names
+
+    async def select_model(self, request: Request, name: object, surface: Surface) -> None:
+        """Load the local model a request names when another is loaded (and loads are allowed), and
+        tie the request's job to its model; a name no local model has is left to ``check_model``."""
+        shelf = self.shelf
+        if shelf is None or not isinstance(name, str) or not name.strip():
+            return
+        if surface is Surface.OLLAMA:
+            name = name.rsplit(":", 1)[0] if ":" in name else name
+        config = self.supervisor.state.config
+        if self.serves(name):
+            if config is not None and shelf.loads_allowed:
+                # It runs on this model even if another loads meanwhile, and is read by it.
+                request.scope[PINNED] = config
+                request.scope[PINNED_INFO] = self.supervisor.state.info
+            return
+        model = await asyncio.to_thread(shelf.find, name)
+        if model is None:
+            return
+        if not shelf.loads_allowed:
+            loaded = f"{self.model_id!r} is" if config is not None else "none is"
+            raise ApiError(403, f"The model {model.id!r} is on this computer but not loaded ({loaded}), and "
+                                "this server does not load models on request. Load it in localchat's window, "
+                                "or allow it: Settings → Server → “Let API requests load other models” "
+                                "(localchat serve: without --no-load-on-request).",
+                           type="permission_error", param="model", code="model_load_not_allowed")
+        wanted = await asyncio.to_thread(shelf.config_for, model)
+        back = self.supervisor.state.ready  # a failed load brings this model back
+        request.scope[PINNED_INFO] = await self._load(request, wanted, model, surface, back)
+        request.scope[PINNED] = wanted
+
+    async def _load(self, request: Request, config: EngineConfig, model: ShelfModel,
+                    surface: Surface, back: bool) -> EngineInfo:
+        """Queue the load of ``model`` and wait for it (the client's leaving withdraws it)."""
+        loop, wake = asyncio.get_running_loop(), asyncio.Event()
+
+        def woken(_event: JobEvent | None) -> None:
+            loop.call_soon_threadsafe(wake.set)
+
+        try:
+            job = self.supervisor.submit_load(config, job_source(surface, "load"), woken)
+        except EngineUnavailable as exc:
+            raise failure_error(exc.failure) from exc
+        log.info("loading %s for an %s request", model.path, surface.title)
+        while not job.done:
+            wake.clear()
+            if job.done:
+                break
+            try:
+                await asyncio.wait_for(wake.wait(), DISCONNECT_CHECK_S)
+            except TimeoutError:
+                if not job.done and await request.is_disconnected():
+                    self.supervisor.cancel(job)
+                    raise ClientGone() from None
+        if job.loaded is not None:
+            return job.loaded
+        failure = Failure(FailureKind.LOAD_FAILED)
+        assert job.events is not None
+        while not job.events.empty():
+            event = job.events.get_nowait()
+            if isinstance(event, Failed):
+                failure = event.failure
+        if failure.kind is not FailureKind.LOAD_FAILED and failure.kind is not FailureKind.ENGINE_DIED:
+            raise failure_error(failure)
+        again = " The model loaded before it is loaded again." if back else ""
+        raise ApiError(500, f"The model {model.id!r} could not be loaded: {sentence(failure, Audience.API)}"
+                            f"{again}",
+                       type="server_error", param="model", code="model_load_failed")
+
+    def pinned(self, request: Request) -> EngineConfig | None:
+        """The model a request's job must run on (``select_model``); None: whatever is loaded."""
+        config = request.scope.get(PINNED)
+        return config if isinstance(config, EngineConfig) else None
+
+    def info_for(self, request: Request) -> EngineInfo | None:
+        """What the request's model is (its template, its context): the one it named and loaded, else
+        the one loaded now."""
+        info = request.scope.get(PINNED_INFO)
+        return info if isinstance(info, EngineInfo) else self.supervisor.state.info
+
+    def model_for(self, request: Request) -> str:
+        """The model id a reply names: the model the request runs on."""
+        config = self.pinned(request)
+        if config is None or self.shelf is None or self.supervisor.runs_on(config):
+            return self.model_id
+        return self.shelf.id_of(config.target_path)
+
+    def limits(self, request: Request | None = None) -> Limits:
         state = self.supervisor.state
-        info, config = state.info, state.config
+        info = self.info_for(request) if request is not None else state.info
+        config = state.config
         ceiling = self.settings.max_tokens or (
             info.n_ctx if info is not None else config.n_ctx if config is not None else 4096
         )
@@ -251,18 +373,14 @@ class Api:
         raw = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_s)
         return json_object(raw)
 
-    def check_model(self, name: str | None, listed_at: str = "GET /v1/models") -> None:
-        if name is None:
+    def check_model(self, name: str | None, listed_at: str = "GET /v1/models",
+                    request: Request | None = None) -> None:
+        if name is None or self.serves(name) or (request is not None and self.pinned(request) is not None):
             return
-        info = self.supervisor.state.info
-        names = {self.model_id.lower()}
-        if info is not None:
-            file = file_name(info.target.path).lower()
-            names |= {file, file_stem(file), shipped_served_id(file), info.target.name.lower()}
-        if name.lower() not in names:
-            raise ApiError(404, f"The model {name!r} is not served here; this server serves "
-                                f"{self.model_id!r} ({listed_at} lists it).",
-                           param="model", code="model_not_found")
+        others = " and the other local models it can load" if self.shelf is not None else ""
+        raise ApiError(404, f"The model {name!r} is not served here; this server serves "
+                            f"{self.model_id!r} ({listed_at} lists it{others}).",
+                       param="model", code="model_not_found")
 
     def check_ready(self) -> None:
         state = self.supervisor.state
@@ -276,11 +394,13 @@ class Api:
                        type="unavailable_error", code="model_loading",
                        headers={"Retry-After": str(RETRY_AFTER_S)})
 
-    async def parsed(self, request: Request, parse: Callable[..., ParsedRequest], **kw: Any) -> ParsedRequest:
+    async def parsed(self, request: Request, parse: Callable[..., ParsedRequest],
+                     surface: Surface = Surface.OPENAI, **kw: Any) -> ParsedRequest:
         body = await self.read_json(request)
+        await self.select_model(request, body.get("model"), surface)
         self.check_ready()
-        parsed = parse(body, self.supervisor.state.info, self.limits(), **kw)
-        self.check_model(parsed.model)
+        parsed = parse(body, self.info_for(request), self.limits(request), **kw)
+        self.check_model(parsed.model, request=request)
         return parsed
 
     async def run_to_end(
@@ -361,20 +481,38 @@ class Api:
     ) -> int | None:
         """The prompt's length in tokens as the model reads it (None: the client left first)."""
         job = JobStream(self.supervisor, replace(generation, count_only=True, max_tokens=1),
-                        job_source(surface, generation.session))
+                        job_source(surface, generation.session), self.pinned(request))
         result = await self.run_to_end(request, job, surface, record=False)
         return None if result is None else result.stats.prompt_tokens
 
     # -- routes -----------------------------------------------------------------------
+    async def shelf_models(self) -> list[ShelfModel]:
+        """The local models a request may name besides the loaded one (the loaded one left out)."""
+        if self.shelf is None:
+            return []
+        config = self.supervisor.state.config
+        loaded = config.target_path if config is not None else None
+        models = await asyncio.to_thread(self.shelf.models)
+        return [m for m in models if m.path != loaded and not self.serves(m.id)]
+
     async def models(self, request: Request) -> Response:
-        info = self.supervisor.state.info
-        entry: dict[str, Any] = {"id": self.model_id, "object": "model", "created": self.started,
-                                 "owned_by": "localchat"}
-        if info is not None:
-            entry["meta"] = {"n_ctx": info.n_ctx, "n_params": info.target.n_params,
-                             "draft": info.draft.name if info.draft is not None else None}
-            entry["capabilities"] = shapes.capabilities(info)
-        return JSONResponse({"object": "list", "data": [entry]})
+        """The loaded model first (``"loaded": true``, its limits and capabilities), then the local
+        models a request may name to load (``"loaded": false``), as LM Studio lists them."""
+        state = self.supervisor.state
+        info = state.info
+        data: list[dict[str, Any]] = []
+        if state.config is not None or self.shelf is None:
+            entry: dict[str, Any] = {"id": self.model_id, "object": "model", "created": self.started,
+                                     "owned_by": "localchat", "loaded": state.ready}
+            if info is not None:
+                entry["meta"] = {"n_ctx": info.n_ctx, "n_params": info.target.n_params,
+                                 "draft": info.draft.name if info.draft is not None else None}
+                entry["capabilities"] = shapes.capabilities(info)
+            data.append(entry)
+        for model in await self.shelf_models():
+            data.append({"id": model.id, "object": "model", "created": self.started, "owned_by": "localchat",
+                         "loaded": False, "name": model.name, "size": model.size})
+        return JSONResponse({"object": "list", "data": data})
 
     async def health(self, request: Request) -> Response:
         state = self.supervisor.state
@@ -404,7 +542,8 @@ class Api:
     ) -> Response:
         """Run the request's job: ``whole(result)`` as one JSON body, or, when streaming, each event
         through ``render`` (499 when the client left first). The job's source names ``surface``."""
-        job = JobStream(self.supervisor, parsed.request, job_source(surface, parsed.request.session))
+        job = JobStream(self.supervisor, parsed.request, job_source(surface, parsed.request.session),
+                        self.pinned(request))
         if not parsed.stream:
             result = await self.run_to_end(request, job, surface)
             return Response(status_code=499) if result is None else JSONResponse(whole(result))
@@ -414,6 +553,7 @@ class Api:
         return self.stream(job, first, render, surface, media_type)
 
 
-def create_app(supervisor: EngineSupervisor, settings: ServerSettings) -> Starlette:
-    return Api(supervisor, settings).app
+def create_app(supervisor: EngineSupervisor, settings: ServerSettings,
+               shelf: ModelShelf | None = None) -> Starlette:
+    return Api(supervisor, settings, shelf).app
 

@@ -110,9 +110,16 @@ class OllamaRoutes:
             self._described = {path: (meta, template)}
         return self._described[path]
 
-    def _check_model(self, name: str | None) -> None:
+    async def _listed_not_loaded(self, name: str) -> bool:
+        """Whether ``name`` is a local model /api/tags lists that is not the one loaded."""
+        shelf = self.api.shelf
+        if shelf is None or self.api.serves(name):
+            return False
+        return await asyncio.to_thread(shelf.find, name) is not None
+
+    def _check_model(self, name: str | None, request: Request | None = None) -> None:
         if name is not None:
-            self.api.check_model(base_name(name), listed_at="GET /api/tags")
+            self.api.check_model(base_name(name), listed_at="GET /api/tags", request=request)
 
     # -- routes -----------------------------------------------------------------------
     async def root(self, request: Request) -> Response:
@@ -124,8 +131,11 @@ class OllamaRoutes:
         return JSONResponse({"version": OLLAMA_VERSION})
 
     async def tags(self, request: Request) -> Response:
+        """The loaded model first, then the local models a request may name to load."""
         described = await self._description()
         models = [] if described is None else [tag(self.name, described[0])]
+        models += [tag(ollama_name(m.id), m.metadata) for m in await self.api.shelf_models()
+                   if m.metadata is not None]
         return JSONResponse({"models": models})
 
     async def ps(self, request: Request) -> Response:
@@ -148,7 +158,13 @@ class OllamaRoutes:
                 raise ApiError(
                     400, "'model' is required: the name GET /api/tags lists.", code="missing_field"
                 )
-            self._check_model(fields.text(name, "model"))
+            wanted = base_name(fields.text(name, "model"))
+            if await self._listed_not_loaded(wanted):
+                raise ApiError(404, f"{wanted} is on this computer but not loaded, and /api/show describes "
+                                    "the loaded model only (its template and capabilities are read when it "
+                                    "loads): a request that names it (/api/chat, /api/generate) loads it.",
+                               code="model_not_loaded")
+            self._check_model(wanted)
             self.api.check_ready()
             described, info = await self._description(), self.api.supervisor.state.info
             if described is None or info is None:
@@ -171,12 +187,14 @@ class OllamaRoutes:
     ) -> Response:
         try:
             body = await self.api.read_json(request)
+            await self.api.select_model(request, body.get("model"), Surface.OLLAMA)
             self.api.check_ready()
-            req = parse(body, self.api.supervisor.state.info, self.api.limits())
-            self._check_model(req.model)
+            req = parse(body, self.api.info_for(request), self.api.limits(request))
+            self._check_model(req.model, request)
+            name = ollama_name(self.api.model_for(request))
             if req.parsed is None:
-                return JSONResponse(loaded(self.name, chat))
-            stream = OllamaStream(self.name, req.parsed, chat)
+                return JSONResponse(loaded(name, chat))
+            stream = OllamaStream(name, req.parsed, chat)
 
             def whole(result: GenerationResult) -> dict[str, Any]:
                 return stream.whole(result)

@@ -121,7 +121,8 @@ class OpenAIRoutes:
             return exc.response()
 
     async def _chat(self, request: Request, parsed: ParsedRequest) -> Response:
-        rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.api.model_id
+        rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+        model = self.api.model_for(request)
         stream = ChatStream(rid, created, model, parsed)
 
         def whole(result: GenerationResult) -> dict[str, Any]:
@@ -140,7 +141,7 @@ class OpenAIRoutes:
             return exc.response()
 
     async def _completions(self, request: Request, parsed: ParsedRequest) -> Response:
-        rid, created, model = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.api.model_id
+        rid, created, model = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time()), self.api.model_for(request)
 
         def render(event: JobEvent) -> list[bytes]:
             if isinstance(event, Tokens):
@@ -176,7 +177,7 @@ class OpenAIRoutes:
             return exc.response()
 
     async def _native(self, request: Request, parsed: ParsedRequest) -> Response:
-        model = self.api.model_id
+        model = self.api.model_for(request)
 
         def render(event: JobEvent) -> list[bytes]:
             if isinstance(event, Tokens):

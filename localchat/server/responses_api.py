@@ -55,10 +55,11 @@ class ResponsesRoutes:
     async def create(self, request: Request) -> Response:
         try:
             body = await self.api.read_json(request)
+            await self.api.select_model(request, body.get("model"), Surface.RESPONSES)
             self.api.check_ready()
-            req = parse_responses(body, self.api.supervisor.state.info, self.api.limits(), self._history)
-            self.api.check_model(req.parsed.model)
-            head = ResponseHead(new_id("resp"), self.api.model_id, req)
+            req = parse_responses(body, self.api.info_for(request), self.api.limits(request), self._history)
+            self.api.check_model(req.parsed.model, request=request)
+            head = ResponseHead(new_id("resp"), self.api.model_for(request), req)
 
             def done(answer: dict[str, Any], result: GenerationResult) -> None:
                 if req.store:

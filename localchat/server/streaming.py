@@ -20,7 +20,7 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from localchat.engine.types import GenerationRequest
+from localchat.engine.types import EngineConfig, GenerationRequest
 from localchat.host.events import JobEvent
 from localchat.host.jobs import JobHandle
 from localchat.host.supervisor import EngineSupervisor, EngineUnavailable
@@ -34,18 +34,21 @@ NDJSON = "application/x-ndjson"  # Ollama's: one JSON object a line
 class JobStream:
     """One job's events, awaited on the event loop (the supervisor's thread wakes it through ``notify``)."""
 
-    def __init__(self, supervisor: EngineSupervisor, request: GenerationRequest, source: str) -> None:
+    def __init__(self, supervisor: EngineSupervisor, request: GenerationRequest, source: str,
+                 model: EngineConfig | None = None) -> None:
+        """``model``: the model the job must run on (loaded first if another is loaded by then)."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self.supervisor = supervisor
         try:
-            self.handle: JobHandle = supervisor.submit(request, source=source, notify=self._notify)
+            self.handle: JobHandle = supervisor.submit(request, source=source, notify=self._notify,
+                                                       model=model)
         except EngineUnavailable as exc:
             raise failure_error(exc.failure) from exc
         assert self.handle.events is not None
         self._events = self.handle.events
 
-    def _notify(self, _event: JobEvent) -> None:
+    def _notify(self, _event: JobEvent | None) -> None:
         self._loop.call_soon_threadsafe(self._wake.set)
 
     async def next(self, is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> JobEvent | None:

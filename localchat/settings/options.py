@@ -400,6 +400,16 @@ OPTIONS: tuple[Option, ...] = (
         secret=True,
     ),
     Option(
+        "server_loads_models",
+        bool,
+        True,
+        "Let API requests load other models",
+        "A request that names another model of your folders (GET /v1/models lists them) loads it in "
+        "place of the one loaded here, after the reply being written, as LM Studio and Ollama do; the "
+        "window says so and follows. Off: such a request gets an error that names this setting.",
+        SERVER,
+    ),
+    Option(
         "server_allowed_origins",
         str,
         "",

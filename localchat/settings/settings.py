@@ -154,6 +154,11 @@ class OptionReader:
     def server_api_key(self) -> str:
         return self.get_str("server_api_key")
 
+    @property
+    def server_loads_models(self) -> bool:
+        """Whether an API request that names another local model loads it (LM Studio's JIT loading)."""
+        return self.get_bool("server_loads_models")
+
     # Tools
     @property
     def tools_in_chats(self) -> bool:

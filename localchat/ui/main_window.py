@@ -29,6 +29,7 @@ from localchat.ui.chat_page import ChatPage
 from localchat.ui.chat_settings_dialog import ChatSettingsDialog
 from localchat.ui.chat_view import display_message
 from localchat.ui.menus import WindowMenus
+from localchat.ui.model_switch_words import switch_headline, switch_sentence
 from localchat.ui.presets_wiring import PresetsWiring
 from localchat.ui.settings_dialog import SettingsDialog, TokenKeeper
 from localchat.ui.sidebar import ConversationItem, ConversationSidebar
@@ -307,7 +308,14 @@ class MainWindow(QMainWindow):
         name = model.target_name or (model.model_name(config.target_path) if config else "")
         self.status.show_state(state, name, model.draft_name)
         changed, self._phase = state.phase is not self._phase, state.phase
-        if state.phase is Phase.LOADING:
+        switched = switch_sentence(state, model.model_name)  # the API loaded (or failed to load) a model
+        if switched and changed and state.phase in (Phase.LOADING, Phase.READY):
+            self.show_welcome(False)
+            self.page.show_notice(switched)
+            headline = switch_headline(state, model.model_name)
+            if headline:
+                self.status.flash(headline)
+        elif state.phase is Phase.LOADING:
             self.show_welcome(False)
             if state.dropped_workers:
                 self.page.show_notice(dropped_workers_sentence(state.dropped_workers))

@@ -56,3 +56,15 @@ def test_a_handle_ends_at_its_last_event_and_may_skip_its_own_queue() -> None:
     quiet = JobHandle(8, "window", REQUEST, events=None)
     quiet.put(Failed(8, "window", None))  # type: ignore[arg-type]
     assert quiet.done
+
+
+def test_a_held_back_job_waits_while_another_source_can_go_and_goes_when_none_can() -> None:
+    q = FairQueue(8)
+    other, mine, later = _job(1, "openai:b"), _job(2, "openai:a"), _job(3, "openai:a")
+    for job in (other, mine, later):
+        q.add(job)
+    held = {1}  # job 1 names another model
+    assert q.next(lambda j: j.id in held) is mine
+    assert q.next(lambda j: j.id in held) is later
+    assert q.next(lambda j: j.id in held) is other  # every source's next job is held back: it goes
+    assert q.next(lambda j: True) is None

@@ -14,6 +14,7 @@ from localchat.engine.types import EngineConfig
 from localchat.host.events import Event
 from localchat.host.supervisor import EngineSupervisor
 from localchat.server import ServerSettings, ServerThread, bind_socket, create_app
+from localchat.server.model_shelf import ModelShelf
 
 API_KEY = "test-key"
 
@@ -42,6 +43,7 @@ def serve(
     ctx: int = 1024,
     queue: int = 4,
     start: bool = True,
+    shelf: ModelShelf | None = None,
     **settings: object,
 ) -> Iterator[Served]:
     config = EngineConfig(str(target or "never-loaded.gguf"), str(draft) if draft else None, n_ctx=ctx)
@@ -49,7 +51,7 @@ def serve(
     supervisor = EngineSupervisor(config, max_queue=queue, listener=events.append)
     base = ServerSettings(model_id="test-model", api_key=API_KEY, max_body_bytes=1024 * 1024, max_tokens=512)
     settings_obj = replace(base, **settings)  # type: ignore[arg-type]
-    thread = ServerThread(create_app(supervisor, settings_obj), bind_socket("127.0.0.1", 0),
+    thread = ServerThread(create_app(supervisor, settings_obj, shelf), bind_socket("127.0.0.1", 0),
                           settings_obj.connections())
     if start:
         supervisor.start()
