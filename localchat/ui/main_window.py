@@ -183,8 +183,7 @@ class MainWindow(QMainWindow):
         self._update_buttons()
 
     def send_message(self, text: str) -> None:
-        """Send ``text`` (and the attached files) in the current chat; the typed text and the files stay
-        if it could not be sent."""
+        """Send ``text`` (and the attached files) in the current chat; both stay if it was not sent."""
         if self.page.attachment_reader.reading:
             self.page.show_notice("Still reading the attached files: send again in a moment.")
             return
@@ -193,8 +192,7 @@ class MainWindow(QMainWindow):
             self.page.set_attachments([])
 
     def edit_last(self) -> None:
-        text = self.session.edit_last()
-        self._edit(text, "Editing your last message: send it to replace it and its reply.")
+        self._edit(self.session.edit_last(), "Editing your last message: send it to replace it and its reply.")
 
     def edit_message(self, message_id: int) -> None:
         """Put one of the user's messages in the box; sending it continues the chat from there."""
@@ -312,8 +310,7 @@ class MainWindow(QMainWindow):
         if switched and changed and state.phase in (Phase.LOADING, Phase.READY):
             self.show_welcome(False)
             self.page.show_notice(switched)
-            headline = switch_headline(state, model.model_name)
-            if headline:
+            if headline := switch_headline(state, model.model_name):
                 self.status.flash(headline)
         elif state.phase is Phase.LOADING:
             self.show_welcome(False)
