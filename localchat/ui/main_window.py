@@ -192,7 +192,7 @@ class MainWindow(QMainWindow):
             self.page.set_attachments([])
 
     def edit_last(self) -> None:
-        self._edit(self.session.edit_last(), "Editing your last message: send it to replace it and its reply.")
+        self._edit(self.session.edit_last(), "Editing your last message: send to replace it and its reply.")
 
     def edit_message(self, message_id: int) -> None:
         """Put one of the user's messages in the box; sending it continues the chat from there."""
