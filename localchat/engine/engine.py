@@ -423,9 +423,11 @@ class Engine:
         if not request.tools or request.prompt is not None:
             return None
         tg = self.tool_grammar(request, opens_thinking)
-        if tg is None or tg.reply is None:
-            return None
-        return OutputConstraint(ConstraintKind.LARK, tg.reply)
+        if tg is not None and tg.reply is not None:
+            return OutputConstraint(ConstraintKind.LARK, tg.reply)
+        if tg is not None and tg.after_trigger is not None:  # a text trigger: lazy from its first occurrence
+            return OutputConstraint(ConstraintKind.LARK, tg.after_trigger, trigger=tg.triggers[0].text)
+        return None
 
     def generate(
         self,
