@@ -98,3 +98,10 @@ def test_the_table_counts_per_category_and_validity(acc: ModuleType, tmp_path: P
     assert "| arguments valid JSON (calls) | 1/1 | 1/2 |" in text
     assert "| requests whose calls all parse | 1/1 | 1/2 |" in text
     assert acc.differences([simple, irrelevant], runs)[0].startswith("s: A pass; B fail")
+
+
+def test_same_replies_compares_calls_by_their_parsed_arguments(acc: ModuleType) -> None:
+    a = [acc.Outcome("s", (acc.Call("f", '{"a": 1, "b": 2}'),)), acc.Outcome("i", content="Canberra.")]
+    b = [acc.Outcome("s", (acc.Call("f", '{"b": 2,\n "a": 1}'),)), acc.Outcome("i", content="Sydney.")]
+    assert acc.same_replies(a, b) == (1, 2)
+    assert acc.same_replies(a, b[:1]) == (1, 1)

@@ -368,6 +368,19 @@ def differences(cases: Sequence[Case], runs: Mapping[str, Sequence[Outcome]]) ->
     return lines
 
 
+def same_replies(a: Sequence[Outcome], b: Sequence[Outcome]) -> tuple[int, int]:
+    """(cases whose replies are the same in both runs, cases in both): the same calls, names and
+    arguments (parsed where they parse), and the same content."""
+    def key(o: Outcome) -> tuple[object, ...]:
+        calls = tuple((c.name, json.dumps(parse_arguments(c.arguments), sort_keys=True)
+                       if parse_arguments(c.arguments) is not None else c.arguments) for c in o.calls)
+        return calls, o.content.strip(), o.error
+
+    by_b = {o.case: o for o in b}
+    both = [(o, by_b[o.case]) for o in a if o.case in by_b]
+    return sum(key(x) == key(y) for x, y in both), len(both)
+
+
 def save(path: Path, runs: Mapping[str, Sequence[Outcome]], meta: Mapping[str, Any]) -> None:
     data = {"meta": dict(meta), "runs": {n: [asdict(o) for o in outs] for n, outs in runs.items()}}
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -396,11 +409,17 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one request may take")
     ap.add_argument("--limit", type=int, default=0, help="the first N cases only (0: all)")
+    ap.add_argument("--case", action="append", default=[], help="only this case id (repeatable)")
     ap.add_argument("--log-dir", type=Path, default=Path("."), help="where started servers log")
     ap.add_argument("--json", type=Path, help="save the replies here")
     ap.add_argument("--load", type=Path, action="append", default=[], help="print a saved run's tables")
     args = ap.parse_args()
     cases = load_cases(args.cases)
+    if args.case:
+        unknown = set(args.case) - {c.id for c in cases}
+        if unknown:
+            raise SystemExit(f"--case: no case {', '.join(sorted(unknown))} in {args.cases}")
+        cases = [c for c in cases if c.id in args.case]
     if args.limit:
         cases = cases[: args.limit]
     runs: dict[str, list[Outcome]] = {}
@@ -430,6 +449,11 @@ def main() -> int:
             save(args.json, runs, meta)
     print()
     print(table(cases, runs))
+    names = list(runs)
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            same, both = same_replies(runs[first], runs[second])
+            print(f"same replies, {first} and {second}: {same}/{both}")
     diff = differences(cases, runs)
     if diff:
         print("\nScored differently:")
