@@ -12,6 +12,7 @@ import codecs
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from localchat.catalog.gguf import read_metadata
@@ -57,7 +58,7 @@ from localchat.engine.state_cache import DiskStates, StateCache, model_key
 from localchat.engine.stats import GenerationStats, StatsRecorder
 from localchat.engine.textruns import runs_from_flags
 from localchat.engine.tooluse.grammar import ToolGrammar, tool_grammar
-from localchat.engine.tooluse.parser import ParseDelta
+from localchat.engine.tooluse.parser import ParseDelta, thinking_spans, tokens_within
 from localchat.engine.tooluse.plan import ReplyPlan, plan_reply
 from localchat.engine.types import (
     ConstraintKind,
@@ -422,9 +423,11 @@ class Engine:
         if not request.tools or request.prompt is not None:
             return None
         tg = self.tool_grammar(request, opens_thinking)
-        if tg is None or tg.reply is None:
-            return None
-        return OutputConstraint(ConstraintKind.LARK, tg.reply)
+        if tg is not None and tg.reply is not None:
+            return OutputConstraint(ConstraintKind.LARK, tg.reply)
+        if tg is not None and tg.after_trigger is not None:  # a text trigger: lazy from its first occurrence
+            return OutputConstraint(ConstraintKind.LARK, tg.after_trigger, trigger=tg.triggers[0].text)
+        return None
 
     def generate(
         self,
@@ -485,6 +488,7 @@ class Engine:
         stop_sequence = ""
         unsent_tokens = unsent_accepted = 0  # counts of steps whose text is still held back
         drafted: list[bool] = []  # per character of ``text``: from an accepted draft token
+        token_starts: list[int] = []  # per token of ``out_tokens``: where its text starts in ``text``
         shown = self._marker_ids
 
         def deliver(delta: ParseDelta, last: bool = False) -> None:
@@ -513,6 +517,7 @@ class Engine:
             unsent_tokens += len(step.tokens)
             unsent_accepted += step.accepted_draft
             for i, tok in enumerate(step.tokens):
+                token_starts.append(len(text))
                 piece = decoder.decode(self.target_model.piece(tok, special=tok in shown))
                 text += piece
                 drafted.extend([step.forced <= i < step.forced + step.accepted_draft] * len(piece))
@@ -541,6 +546,10 @@ class Engine:
         deliver(ParseDelta(rest.content_pieces + final.content_pieces, rest.reasoning + final.reasoning,
                            rest.tool_deltas + final.tool_deltas), last=True)
         calls = reader.calls
+        spans = reader.thinking_spans
+        if not plan.reasoning and self.tool_support.thinking is not None:  # the thinking stays in the content
+            spans = thinking_spans(text, self.tool_support.thinking, fitted.opens_thinking)
+        stats = replace(rec.snapshot(), reasoning_tokens=tokens_within(token_starts, spans))
         if calls and finish is FinishReason.STOP:
             finish = FinishReason.TOOL_CALLS
         self._remember_states()
@@ -553,7 +562,7 @@ class Engine:
         return GenerationResult(
             text=content,
             finish_reason=finish,
-            stats=rec.snapshot(),
+            stats=stats,
             speculation=self._live_state(spec_state, policy),
             token_ids=tuple(out_tokens),
             dropped_messages=dropped,

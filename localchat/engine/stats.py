@@ -37,6 +37,9 @@ class GenerationStats:
     grammar_masked_tokens: int = 0  # positions where the target's first choice was forbidden
     grammar_seconds: float = 0.0  # grammar work during generation (part of generation_seconds)
     grammar_compile_seconds: float = 0.0  # compiling the constraint (0 when it was cached)
+    # Of generated_tokens, those inside the model's thinking (<think>...</think>, tags included); set once the
+    # reply is read (0 while it streams, and for models that do not think).
+    reasoning_tokens: int = 0
 
     @property
     def tokens_per_s(self) -> float:

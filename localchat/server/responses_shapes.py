@@ -290,7 +290,7 @@ def usage(result: GenerationResult) -> dict[str, Any]:
         "input_tokens": prompt,
         "input_tokens_details": {"cached_tokens": stats.cached_prompt_tokens},
         "output_tokens": stats.generated_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": stats.reasoning_tokens},
         "total_tokens": prompt + stats.generated_tokens,
     }
 

@@ -62,7 +62,7 @@ def usage(stats: GenerationStats) -> dict[str, Any]:
         "total_tokens": prompt + stats.generated_tokens,
         "prompt_tokens_details": {"cached_tokens": stats.cached_prompt_tokens},
         "completion_tokens_details": {
-            "reasoning_tokens": 0,
+            "reasoning_tokens": stats.reasoning_tokens,
             "accepted_prediction_tokens": stats.accepted,
             "rejected_prediction_tokens": stats.drafted - stats.accepted,
         },

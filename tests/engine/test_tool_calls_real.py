@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import llguidance
@@ -14,15 +15,18 @@ import pytest
 from localchat.engine.engine import Engine
 from localchat.engine.errors import ToolChoiceError, ToolSchemaError
 from localchat.engine.textruns import concat_runs, flags_from_runs, runs_from_flags
+from localchat.engine.tooluse.formats import THINK
 from localchat.engine.tooluse.parser import PassThrough
 from localchat.engine.tooluse.plan import ReplyPlan
 from localchat.engine.types import (
     ChatMessage,
+    ConstraintKind,
     DrafterKind,
     EngineConfig,
     FinishReason,
     GenerationRequest,
     GenerationResult,
+    OutputConstraint,
     SpeculationConfig,
     TokenEvent,
     Tool,
@@ -183,3 +187,23 @@ def test_the_draft_marking_follows_the_content(smollm2_path: Path, monkeypatch: 
         assert sum(event.drafted_runs) == len(event.text)
         streamed = concat_runs(streamed, event.drafted_runs)
     assert streamed == read.drafted_runs
+
+
+@pytest.mark.parametrize("separate", [True, False], ids=["reasoning-apart", "reasoning-in-content"])
+def test_the_tokens_of_the_thinking_are_counted(smollm2_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                separate: bool) -> None:
+    """``stats.reasoning_tokens`` (the API's ``reasoning_tokens``) was 0 after a reply that thought. The
+    reply is forced by a grammar; the model is made a thinking one (its tags are plain text here)."""
+    forced = OutputConstraint(ConstraintKind.LARK, 'start: "<think>Two and two.</think>" " Four."')
+    with Engine(config(smollm2_path)) as eng:
+        monkeypatch.setattr(eng, "tool_support", replace(eng.tool_support, thinking=THINK))
+        result = eng.generate(GenerationRequest(messages=tuple(QUESTION), max_tokens=40, constraint=forced,
+                                                separate_reasoning=separate))
+        pieces = [eng.target_model.piece(t).decode() for t in result.token_ids]
+    thought = len("<think>Two and two.</think>")
+    starts = [sum(len(p) for p in pieces[:i]) for i in range(len(pieces))]
+    expected = sum(at < thought for at in starts)
+    assert "".join(pieces).startswith("<think>Two and two.</think> Four.")
+    assert (result.reasoning, result.text) == (("Two and two.", "Four.") if separate
+                                               else ("", "<think>Two and two.</think> Four."))
+    assert 0 < result.stats.reasoning_tokens == expected < result.stats.generated_tokens

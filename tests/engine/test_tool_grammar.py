@@ -14,9 +14,10 @@ import pytest
 
 from localchat.engine.backend import Model, init_backend
 from localchat.engine.chat_format import marker_tokens, model_tool_support
+from localchat.engine.grammar import GrammarCompiler
 from localchat.engine.tooluse.formats import GENERIC, GRANITE, HERMES, LLAMA3, MISTRAL, THINK, ToolFormat
 from localchat.engine.tooluse.grammar import ToolGrammar, Trigger, tool_grammar
-from localchat.engine.types import Tool, ToolChoice, ToolChoiceMode
+from localchat.engine.types import ConstraintKind, OutputConstraint, Tool, ToolChoice, ToolChoiceMode
 
 WEATHER = Tool(
     "get_weather",
@@ -188,7 +189,43 @@ def test_the_lazy_reply_lets_a_thinking_model_think_and_the_trigger_there_starts
     assert qwen.accepts(opened, "Nothing to call.\n</think>\n\nHello!")
 
 
-def test_a_lazy_reply_needs_trigger_tokens(special: dict[str, int]) -> None:
-    # GENERIC on a vocabulary without <tool_call> as a token: the calls are read, not forced
+@pytest.fixture(scope="module")
+def smollm2(smollm2_path: Path) -> Iterator[GrammarCompiler]:
+    init_backend()
+    model = Model(smollm2_path, 0, vocab_only=True)
+    yield GrammarCompiler(model)
+    model.close()
+
+
+def lazy_accepts(compiler: GrammarCompiler, g: ToolGrammar, pieces: list[str]) -> bool:
+    """Whether the lazy constraint the engine makes of ``g.after_trigger`` accepts the text, tokenized
+    piece by piece (so that a piece boundary may fall inside the trigger)."""
+    assert g.after_trigger is not None and g.reply is None
+    lazy = OutputConstraint(ConstraintKind.LARK, g.after_trigger, trigger=g.triggers[0].text)
+    text = compiler.grammar_text(lazy)
+    matcher = llguidance.LLMatcher(compiler.tokenizer, text)
+    assert not matcher.is_error(), matcher.get_error()
+    tokens = [t for piece in pieces for t in compiler.model.tokenize(piece, add_special=False)]
+    return bool(matcher.try_consume_tokens(tokens) == len(tokens) and matcher.is_accepting())
+
+
+def test_a_text_trigger_forces_the_call_from_its_first_occurrence(smollm2: GrammarCompiler) -> None:
+    """tool_choice auto on a model whose vocabulary lacks ``<tool_call>`` (the generic format): the calls
+    were read from the text, unforced, so a small model's call could name no listed tool or break its
+    schema (issue 25). Now free text runs until the trigger's text, and the call is forced from there."""
     g = tool_grammar(GENERIC, TOOLS, AUTO, True, {})
-    assert g is not None and g.lazy and g.reply is None
+    assert g is not None and g.lazy and g.reply is None and g.triggers == (Trigger("<tool_call>"),)
+    call = f"<tool_call>\n{PARIS}\n</tool_call>"
+    assert lazy_accepts(smollm2, g, ["Paris is the capital of France."])
+    assert lazy_accepts(smollm2, g, ["I'll look it up.\n", call])
+    split = ["Sure.<tool", "_call>", call.removeprefix("<tool_call>")]  # a token boundary inside the trigger
+    assert lazy_accepts(smollm2, g, split)
+    assert lazy_accepts(smollm2, g, [call, "\n", call.replace("Paris", "Oslo")])  # parallel calls
+    assert not lazy_accepts(smollm2, g, [call.replace("get_weather", "get_time")])  # only the listed tools
+    assert not lazy_accepts(smollm2, g, [call.replace('"city"', '"town"')])  # the tool's schema holds
+    assert not lazy_accepts(smollm2, g, ["<tool_call> is a tag."])  # after the trigger, a call
+    one = tool_grammar(GENERIC, TOOLS, AUTO, False, {})
+    assert one is not None and not lazy_accepts(smollm2, one, [call, "\n", call])
+    # not enforced: a thinking model's text trigger, Llama 3's bare JSON
+    assert tool_grammar(GENERIC, TOOLS, AUTO, True, {}, THINK).after_trigger is None  # type: ignore[union-attr]
+    assert tool_grammar(LLAMA3, TOOLS, AUTO, True, {}).after_trigger is None  # type: ignore[union-attr]

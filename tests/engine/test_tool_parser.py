@@ -12,7 +12,15 @@ from dataclasses import dataclass
 import pytest
 
 from localchat.engine.tooluse.formats import GENERIC, GRANITE, HERMES, LLAMA3, MISTRAL, THINK, ToolFormat
-from localchat.engine.tooluse.parser import ParsedReply, PassThrough, ReplyParser, new_call_id, parse_reply
+from localchat.engine.tooluse.parser import (
+    ParsedReply,
+    PassThrough,
+    ReplyParser,
+    new_call_id,
+    parse_reply,
+    thinking_spans,
+    tokens_within,
+)
 from localchat.engine.types import ToolCall
 
 NAMES = ("get_weather", "search")
@@ -267,3 +275,38 @@ def test_pass_through_keeps_every_character(text: str) -> None:
 def test_call_ids_are_distinct_and_long_enough_for_mistral() -> None:
     ids = {new_call_id() for _ in range(100)}
     assert len(ids) == 100 and all(i.startswith("call_") and len(i) >= 14 and i[5:].isalnum() for i in ids)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_thinking_spans_cover_each_block_with_its_tags_however_the_text_arrives(seed: int) -> None:
+    """What the engine counts ``reasoning_tokens`` from (usage reported 0 after a reply that thought)."""
+    text = 'Hi <think>plan</think> so <tool_call>{"name": "search", "arguments": {}}</tool_call>'
+    rng = random.Random(seed)
+    parser = ReplyParser(HERMES, NAMES, THINK)
+    i = 0
+    while i < len(text):
+        n = rng.randint(1, 7)
+        parser.feed(text[i : i + n])
+        i += n
+    parser.finish()
+    start = text.index("<think>")
+    assert parser.thinking_spans == ((start, text.index("</think>") + len("</think>")),)
+    assert thinking_spans(text, THINK) == parser.thinking_spans
+
+
+def test_thinking_spans_of_a_block_the_prompt_opened_or_the_reply_left_open() -> None:
+    assert thinking_spans("plan</think>answer", THINK, opens_thinking=True) == ((0, 12),)
+    assert thinking_spans("<think>still thinking", THINK) == ((0, 21),)
+    assert thinking_spans("no thoughts here", THINK) == ()
+    parser = ReplyParser(None, (), THINK)
+    parser.feed("<think>a")
+    assert parser.thinking_spans == ((0, 8),)  # an open block runs to what was fed so far
+    assert PassThrough().thinking_spans == ()
+
+
+def test_tokens_within_counts_the_tokens_that_start_inside_a_span() -> None:
+    # tokens: "<think>" "plan" "</think>" "\n\n" "answer" at these offsets
+    starts = [0, 7, 11, 19, 21]
+    assert tokens_within(starts, ((0, 19),)) == 3
+    assert tokens_within(starts, ()) == 0
+    assert tokens_within(starts, ((0, 5), (20, 30))) == 2

@@ -26,7 +26,7 @@ from localchat.engine.types import (
     ToolChoiceMode,
 )
 from localchat.host.events import Failure, FailureKind, Finished, JobEvent, Tokens
-from localchat.server import shapes
+from localchat.server import responses_shapes, shapes
 from localchat.server.chat_stream import ChatStream
 from localchat.server.errors import ApiError, failure_error
 from localchat.server.openai_api import refused_field
@@ -248,3 +248,16 @@ def test_calls_the_deltas_missed_are_sent_before_the_last_chunk() -> None:
             call["arguments"] += d["function"]["arguments"]
     assert calls == {0: {"id": "call_abc", "name": "get_weather", "arguments": '{"city": "Paris"}'},
                      1: {"id": "call_def", "name": "get_weather", "arguments": "{}"}}
+
+
+def test_usage_counts_the_reasoning_tokens_the_engine_counted() -> None:
+    """``reasoning_tokens`` was always 0, also after a reply that thought (issue 25)."""
+    thought = replace(result_with_call(), stats=replace(STATS, reasoning_tokens=5))
+    usage = shapes.chat_completion("id", 1, "m", thought, "off", "")["usage"]
+    assert usage["completion_tokens_details"]["reasoning_tokens"] == 5
+    assert usage["completion_tokens"] == 7
+    assert responses_shapes.usage(thought)["output_tokens_details"]["reasoning_tokens"] == 5
+    parsed = openai.types.chat.ChatCompletion.model_validate(
+        shapes.chat_completion("id", 1, "m", thought, "off", ""))
+    assert parsed.usage is not None and parsed.usage.completion_tokens_details is not None
+    assert parsed.usage.completion_tokens_details.reasoning_tokens == 5

@@ -35,9 +35,13 @@ A regular expression never matches a special token, so free text cannot hold the
 moment the model writes it, ``calls`` takes over and forces the rest of the call (the tool's name among
 the listed ones, its arguments by its schema, the closing marker). Inside a thinking block the trigger
 token is not allowed at all (the think rules hold text only), so a trigger there never starts a call.
-Where a trigger is not one special token of the vocabulary (the generic format on a model whose
-vocabulary lacks ``<tool_call>``) ``reply`` is None: free text cannot be told from a call's start
-without a lazy lexeme per trigger, and the calls are then read from what the model writes, unforced.
+Where the trigger is not one special token of the vocabulary (the generic format on a model whose
+vocabulary lacks ``<tool_call>``: SmolLM2, Gemma 3, Phi-4) ``reply`` is None and ``after_trigger`` is the
+grammar of what follows the trigger's text: the engine makes it an ``OutputConstraint`` with that
+trigger, whose lazy grammar (engine/grammar.py) leaves the text free until the trigger's first
+occurrence, however the tokens split it, and forces the call from there. Not enforced, the calls read
+from what the model writes: a thinking model's text trigger (it would start a call inside the thinking,
+where the reader takes it for thinking), and Llama 3's bare JSON object (a reply that starts with ``{``).
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ class ToolGrammar:
     opens_thinking: bool = False
     # the grammar of the whole reply (see the module's docstring); None: not enforced
     reply: str | None = None
+    # lazy, where the one trigger is text, not a special token: the grammar of what follows the trigger
+    # (for an OutputConstraint with that trigger, engine/grammar.py's lazy grammar); None: not enforced
+    after_trigger: str | None = None
 
 
 def tool_grammar(
@@ -120,10 +127,24 @@ def tool_grammar(
     lark = "\n".join(rules) + "\n"
     if not lazy:
         return ToolGrammar(lark, lazy, triggers, None, False, lark)
-    reply = None
+    reply = after = None
     if all(t.token is not None for t in triggers if not t.at_start):
         reply = _lazy_reply(call_rules, thinking, special, opens_thinking)
-    return ToolGrammar(lark, lazy, triggers, thinking, opens_thinking, reply)
+    elif thinking is None and fmt is not LLAMA3 and len(triggers) == 1:
+        after = _after_trigger(fmt, call_rules, parallel, special)
+    return ToolGrammar(lark, lazy, triggers, thinking, opens_thinking, reply, after)
+
+
+def _after_trigger(fmt: ToolFormat, call_rules: list[str], parallel: bool, special: Mapping[str, int]) -> str:
+    """What follows a text trigger (the first call's opener, which the lazy grammar matches): the rest of
+    that call, then more calls where parallel calls are allowed."""
+    if fmt.array:
+        start = "start: WS? body"
+    else:
+        closer = f" WS? {_literal(fmt.closer, special)}" if fmt.closer else ""
+        start = f"start: WS? body{closer}" + (" (WS? call)*" if parallel else "")
+    rules = ["%llguidance {}", "", start, *call_rules[1:], WS_RULE]  # call_rules[0]: "calls", opener and all
+    return "\n".join(rules) + "\n"
 
 
 def _lazy_reply(call_rules: list[str], thinking: ThinkingTags | None, special: Mapping[str, int],

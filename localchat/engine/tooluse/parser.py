@@ -31,7 +31,7 @@ import enum
 import re
 import secrets
 import string
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -87,6 +87,8 @@ class ReplyReader(Protocol):
     def calls(self) -> tuple[ToolCall, ...]: ...
     @property
     def calls_done(self) -> int: ...
+    @property
+    def thinking_spans(self) -> tuple[tuple[int, int], ...]: ...
 
 
 class PassThrough:
@@ -109,6 +111,10 @@ class PassThrough:
     @property
     def calls_done(self) -> int:
         return 0
+
+    @property
+    def thinking_spans(self) -> tuple[tuple[int, int], ...]:
+        return ()
 
 
 class _Mode(enum.Enum):
@@ -167,6 +173,8 @@ class ReplyParser:
         self._buf = ""
         self._buf_at = 0  # offset of ``_buf[0]`` in the fed text
         self._mode = _Mode.THINK if thinking is not None and opens_thinking else _Mode.TEXT
+        self._spans: list[tuple[int, int]] = []  # thinking blocks ended so far (offsets, tags included)
+        self._think_start = 0  # where the open thinking block began (THINK mode)
         self._block: _Block | None = None
         self._calls: list[_Call] = []  # taken, in order (the last may still be written)
         self._done = 0  # calls whose object is complete
@@ -189,6 +197,14 @@ class ReplyParser:
     def calls_done(self) -> int:
         """Calls whose JSON is complete (the engine may stop after the first without parallel calls)."""
         return self._done
+
+    @property
+    def thinking_spans(self) -> tuple[tuple[int, int], ...]:
+        """(start, end) offsets in the fed text of the thinking blocks read, their tags included; one
+        still open runs to the end of what was fed (the engine counts the reasoning tokens from them)."""
+        if self._mode is _Mode.THINK:
+            return (*self._spans, (self._think_start, self._buf_at + len(self._buf)))
+        return tuple(self._spans)
 
     def feed(self, text: str) -> ParseDelta:
         self._buf += text
@@ -304,6 +320,7 @@ class ReplyParser:
             at, marker = found
             self._content(self._buf_at, self._consume(at))
             if self._thinking is not None and marker == self._thinking.open:
+                self._think_start = self._buf_at
                 self._consume(len(marker))
                 self._mode = _Mode.THINK
             elif marker == _FENCE:
@@ -323,6 +340,7 @@ class ReplyParser:
         if found is not None:
             self._reason(self._consume(found[0]))
             self._consume(len(close))
+            self._spans.append((self._think_start, self._buf_at))
             self._end_reasoning()
             self._mode, self._trim_lead = _Mode.TEXT, True
             return True
@@ -576,6 +594,23 @@ def _find(buf: str, markers: list[str]) -> tuple[tuple[int, str] | None, int]:
                 partial = n
                 break
     return best, partial
+
+
+def thinking_spans(text: str, thinking: ThinkingTags, opens_thinking: bool = False
+                   ) -> tuple[tuple[int, int], ...]:
+    """The thinking blocks of a whole reply (offsets, tags included), as ``ReplyParser`` reads them: for a
+    reply whose thinking stays in its content (``reasoning_format: "none"``), whose reader does not look."""
+    parser = ReplyParser(None, (), thinking, opens_thinking)
+    parser.feed(text)
+    parser.finish()
+    return parser.thinking_spans
+
+
+def tokens_within(starts: Sequence[int], spans: Iterable[tuple[int, int]]) -> int:
+    """How many tokens start inside the spans (``starts``: each token's offset in the reply's text).
+
+    A token that straddles a span's end (``</think>`` and a newline in one token) counts in the span."""
+    return sum(any(a <= at < b for a, b in spans) for at in starts)
 
 
 def parse_reply(
