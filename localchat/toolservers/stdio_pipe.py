@@ -120,20 +120,25 @@ async def stdio_pipe(
         framer = LineFramer(max_message_bytes)
         try:
             async with read_writer:
-                async for chunk in process.stdout:
-                    for line in framer.feed(chunk):
-                        message = cut_result(line) if isinstance(line, Oversized) else (
-                            _parse(line) if line.strip() else None)
-                        if message is not None:
-                            await read_writer.send(message)
+                try:
+                    async for chunk in process.stdout:
+                        for line in framer.feed(chunk):
+                            message = cut_result(line) if isinstance(line, Oversized) else (
+                                _parse(line) if line.strip() else None)
+                            if message is not None:
+                                await read_writer.send(message)
+                finally:
+                    # The exit code (when the process is gone with its stdout) and the end are noted
+                    # before the session sees its stream close: whoever reads the end reads the code.
+                    with anyio.move_on_after(0.5):
+                        while process.returncode is None:
+                            await anyio.sleep(0.02)
+                    watch.returncode = process.returncode
+                    watch.ended = True
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass
         finally:
             watch.ended = True
-            with anyio.move_on_after(0.5):  # the exit code, when the process is gone with its stdout
-                while process.returncode is None:
-                    await anyio.sleep(0.02)
-            watch.returncode = process.returncode
             if watch.on_end is not None:
                 watch.on_end()
 
