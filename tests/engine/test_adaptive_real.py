@@ -170,16 +170,19 @@ def test_turning_speculation_back_on_resumes_a_paused_chat(
     """A chat paused by the adaptive policy, then speculation off and on again by the user: the next
     reply is not paused (before, it stayed paused for the rest of its retry wait)."""
     # The F16 target with its Q4_1 copy as drafter: a drafter cheaper than its target, as in use.
+    # The draft model itself, adaptive: under AUTO a busy machine's calibration at load may hand the
+    # chat to lookup alone (a policy of its own), and this test is about the draft model's pause.
+    model = SpeculationConfig(drafter=DrafterKind.MODEL, draft_tokens=4, adaptive=True)
     cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=512)
     with Engine(cfg) as eng:
-        run(eng, "Name three colours.", max_tokens=8)
+        run(eng, "Name three colours.", max_tokens=8, spec=model)
         policy = next(p for (session, _), p in eng._policies.items() if session == "s")
         policy._pause(0.62, 0.4)  # what a losing stretch of this chat leaves behind
-        _, still = run(eng, "And three more.", max_tokens=6)
+        _, still = run(eng, "And three more.", max_tokens=6, spec=model)
         assert still[0].speculation.paused and still[0].speculation.speedup == pytest.approx(0.62)
         _, off = run(eng, "And three more.", max_tokens=6, spec=SpeculationConfig(enabled=False))
         assert not off[0].speculation.active
-        back_on = SpeculationConfig(drafter=DrafterKind.AUTO, draft_tokens=4, adaptive=True, resume=True)
+        back_on = SpeculationConfig(drafter=DrafterKind.MODEL, draft_tokens=4, adaptive=True, resume=True)
         _, resumed = run(eng, "And three more.", max_tokens=6, spec=back_on)
         # Whether a given step drafts is the stop rule's call on this machine's timings; what the
         # user turned on is that the chat is no longer paused.
