@@ -23,6 +23,14 @@ measured), says so, and probes again later, waiting longer after each failed
 probe. A new conversation starts paused when the pair's last measurement on
 this machine said speculation does not pay.
 
+A pause ends with a probe: a few steps that draft a short fixed length whatever
+the confidence says, so that verification judges real drafts (a stop rule that
+prices every token as a loss drafts nothing and learns nothing). Their verdicts
+feed the floor, their passes re-measure the costs. A conversation paused on the
+costs alone (a calibration at load through a busy moment can say the drafter
+cannot pay) probes after ``first_probe_tokens`` plain tokens, not after a whole
+retry wait, and stays paused only if the probe confirms it.
+
 Drafters without a confidence (n-gram lookup on its own) get a length instead:
 doubled after a draft accepted whole, cut back to where the last one failed.
 """
@@ -176,6 +184,13 @@ class AdaptivePolicy:
     floor_min_steps: int = 3  # steps of evidence before the floor acts
     floor_margin: float = 1.02  # the proven length must beat plain decoding by this much
     floor_p_min: float = 0.5  # tokens after the first drafted under the floor: at least this confident
+    # The probe that ends a pause: ``probe_steps`` drafting steps at ``probe_len`` tokens at least (the
+    # floor's rule: the first token, then those at least ``floor_p_min`` confident). A conversation
+    # that starts paused on the costs alone probes after ``first_probe_tokens`` plain tokens.
+    probe: bool = True
+    probe_len: int = 4
+    probe_steps: int = 3
+    first_probe_tokens: int = 16
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
     trace: DecisionTrace | None = None
 
@@ -210,6 +225,8 @@ class AdaptivePolicy:
     _declined_hit: float | None = None
     _declined_conf: float = 0.0
     _floor_now: int = 0
+    _probe_left: int = 0  # probe steps still to draft
+    _cost_pause: bool = False  # the pause (or the probe ending it) came from the costs, not a measured loss
     _decisions: list[TokenDecision] = field(default_factory=list)
     _state: str = "draft"
     # This conversation's calibration, starting from the pair's: a drafter can be
@@ -228,7 +245,7 @@ class AdaptivePolicy:
             # drafter's surest tokens cannot pay on it, start paused instead of learning at a loss.
             best = self.cost.best_case_gain(self.source)
             if best is not None and best < CANNOT_PAY:
-                self._pause_at_most(best)
+                self._pause_at_most(best, first=self.probe and self.floor)
                 return
         verdict = self.cost.losing_verdict(self.source)
         if verdict is not None and self.cost.ready():
@@ -247,9 +264,13 @@ class AdaptivePolicy:
         # A look is skipped on step times only where the verdicts prove no fixed length pays (the
         # floor's evidence, which no busy moment changes; see ``_judge``).
         skip = self._skip_left > 0 and self._floor_now == 0 and self._proven_gain() < self.floor_margin
-        if self._paused_left > 0 or self._next_plain or skip:
+        if self._paused_left > 0 or self._next_plain or (skip and self._probe_left == 0):
             self._state = ("paused" if self._paused_left > 0 else "plain" if self._next_plain else "skip")
             return 0
+        if self._probe_left > 0:
+            self._floor_now = max(self._floor_now, min(self.probe_len, self.max_len))
+            self._state = "probe"
+            return self.max_len
         self._state = "draft"
         return self.max_len if self.confident else self._n
 
@@ -339,6 +360,7 @@ class AdaptivePolicy:
             self._backoff = 1
             self._reason = ""
             self._pause_gain = None
+            self._cost_pause = False
         self._fresh_window()
 
     def _fresh_window(self) -> None:
@@ -375,11 +397,16 @@ class AdaptivePolicy:
                 self._runs.append((accepted, 0))
         if source and not any(d.floor for d in self._decisions):
             self._rule_alone.append((accepted + 1, draft_s + verify_s))
+        probing = self._state == "probe" and source == self.source
         self._observe(drafted, accepted, draft_s, verify_s, source, confidence)
+        if probing:
+            self._probe_left -= 1
+            if self._probe_left == 0:
+                self._end_probe()
         if self.trace is not None:
             self.trace.add(StepRecord(
                 self._steps, self._state if source or self._state != "draft" else "plain", self._floor_now,
-                False, tuple(self._decisions), drafted, accepted, source, draft_s, verify_s,
+                probing, tuple(self._decisions), drafted, accepted, source, draft_s, verify_s,
                 predicted_verify, predicted_draft,
                 (self._declined_conf, self._declined_hit) if self._declined_hit is not None else None,
                 self._calibration.shift.offset if isinstance(self._calibration, ConversationCalibration)
@@ -400,6 +427,8 @@ class AdaptivePolicy:
                 self._paused_left -= 1
                 if self._paused_left == 0:
                     self._fresh_window()  # probe again with fresh evidence
+                    if self.probe and self.floor and self.confident:
+                        self._probe_left = self.probe_steps
             return
         # The drafter was asked. Even a step where it drafted nothing (nothing was worth
         # its cost) paid for keeping it in step: that is part of speculation's speed.
@@ -448,6 +477,8 @@ class AdaptivePolicy:
             self._skip_len = 0
 
     def _pause(self, gain: float, acceptance: float) -> None:
+        self._cost_pause = False
+        self._probe_left = 0
         tokens = self.retry_tokens * self._backoff
         self._reason = (
             f"speculation paused: {gain:.2f}x at acceptance {acceptance:.2f}; retrying in {tokens} tokens"
@@ -456,12 +487,30 @@ class AdaptivePolicy:
         self._pause_gain = gain
         self._backoff = min(self._backoff * 2, 8)
 
-    def _pause_at_most(self, best: float) -> None:
-        tokens = self.retry_tokens * self._backoff
+    def _pause_at_most(self, best: float, first: bool = False) -> None:
+        """Pause on the costs alone: even the drafter's surest tokens cannot pay on them. The first
+        such pause of a conversation is short (``first_probe_tokens``): the costs may have been
+        measured through a busy moment, and the probe that ends it measures again."""
+        tokens = self.first_probe_tokens if first else self.retry_tokens * self._backoff
         self._reason = (f"speculation paused: on this machine's measured costs the drafter can reach "
                         f"{best:.2f}x at best; retrying in {tokens} tokens")
         self._paused_left = tokens
-        self._backoff = min(self._backoff * 2, 8)
+        self._cost_pause = True
+        if not first:
+            self._backoff = min(self._backoff * 2, 8)
+
+    def _end_probe(self) -> None:
+        """The probe's steps are judged. Speculation goes on where its verdicts prove a fixed length
+        that pays on the measured costs (the floor then keeps it), or where those costs, re-measured
+        by the probe's own passes, no longer say the drafter cannot pay (the policy then judges as
+        usual). A pause on the costs that the probe confirms starts again; a pause after a measured
+        loss leaves the verdict to the usual judgement of the window."""
+        cost_pause, self._cost_pause = self._cost_pause, False
+        if not cost_pause or self._proven_gain() >= self.floor_margin:
+            return
+        best = self.cost.best_case_gain(self.source)
+        if best is not None and best < CANNOT_PAY:
+            self._pause_at_most(best)
 
     def _update(self, tokens: int, seconds: float) -> None:
         t1 = self.cost.t_verify(1)

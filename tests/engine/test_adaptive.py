@@ -534,3 +534,77 @@ def test_busy_moments_do_not_pause_speculation_that_the_verdicts_prove() -> None
     skipped_before = sum(s.state == "skip" for s in before.steps)
     skipped = [s.index for s in after.steps if s.state == "skip"]
     assert skipped_before >= 30 and len(skipped) <= 10, skipped
+
+
+# -- the probe that ends a pause ---------------------------------------------------------------------
+F16_PAIR = {"t1": 0.060, "t_batch": 0.094 - 0.0045 * 2, "t_token": 0.0045, "t_decode": DRAFTER_MS / 1000}
+
+
+def test_a_conversation_paused_on_costs_measured_through_a_busy_moment_probes_soon() -> None:
+    """The calibration at load ran while another program was busy: its batches look three times as dear
+    as they are, and even the drafter's surest tokens seem unable to pay, so the conversation starts
+    paused. It used to wait 128 plain tokens before trying, longer than most replies, and then the stop
+    rule (pricing every token on the same wrong curve) drafted little. The probe drafts a short fixed
+    length after 16 tokens; its passes re-measure the curve, its verdicts prove a length that pays."""
+    busy = {1: 60.0, **{b: 3 * ms for b, ms in F16_CURVE.items() if b > 1}}
+    assert (calibrated(busy).best_case_gain("draft") or 1.0) < 0.97
+    pair = Pair(easy, accept=lambda c: 0.93, **F16_PAIR)
+
+    def reply(policy: AdaptivePolicy, steps: int = 40) -> tuple[float, int]:
+        rng, tokens, seconds, drafted = random.Random(5), 0, 0.0, 0
+        for _ in range(steps):
+            k, s, d = step(policy, pair, rng)
+            tokens, seconds, drafted = tokens + k, seconds + s, drafted + d
+        return tokens / seconds, drafted
+
+    trace = DecisionTrace()
+    probing = AdaptivePolicy(calibrated(busy), trace=trace)
+    assert probing.paused and "retrying in 16 tokens" in probing.reason
+    rate, drafted = reply(probing)
+    waiting = AdaptivePolicy(calibrated(busy), probe=False)
+    assert "retrying in 128 tokens" in waiting.reason
+    rate_waiting, drafted_waiting = reply(waiting)
+    assert drafted_waiting == 0 and waiting.paused
+    assert not probing.paused and drafted >= 60, drafted
+    assert rate > 1.3 * rate_waiting, (rate, rate_waiting)
+    probes = [s for s in trace.steps if s.state == "probe"]
+    assert len(probes) == 3 and all(s.explore and s.drafted >= 1 for s in probes)
+    assert [s.state for s in trace.steps[:16]] == ["paused"] * 16
+
+
+def test_a_probe_that_confirms_the_costs_pauses_again_at_little_cost() -> None:
+    """The Q4_K_M target, where the drafter truly cannot pay on this CPU: the probe drafts three short
+    drafts, finds the costs right and pauses for the usual wait; the reply loses little to it."""
+    pair = Pair(easy, accept=lambda c: 0.9, t1=0.0277, t_batch=0.0277, t_token=0.0092,
+                t_decode=DRAFTER_MS / 1000)
+    p = AdaptivePolicy(calibrated(Q4_CURVE), source="draft")
+    assert p.paused and "retrying in 16 tokens" in p.reason
+    rng, tokens, seconds, asked = random.Random(2), 0, 0.0, 0
+    for i in range(170):
+        asked += p.draft_length() > 0
+        k, s, _ = step(p, pair, rng)
+        tokens, seconds = tokens + k, seconds + s
+        if i == 100:
+            assert p.paused and "retrying in 128 tokens" in p.reason
+            assert asked == 3, asked
+    assert p.paused and "retrying in 256 tokens" in p.reason  # a second probe, then a longer wait
+    assert asked == 6, asked
+    assert tokens / seconds >= 0.95 / pair.t1, tokens / seconds * pair.t1
+
+
+def test_a_pause_after_a_measured_loss_ends_with_a_probe_and_is_judged_as_before() -> None:
+    """After a pause on text the drafter could not guess, the probe drafts real tokens (their verdicts
+    feed the floor); where the text is still hopeless the window's judgement pauses again, for twice
+    as long, as before the probe existed."""
+    trace = DecisionTrace()
+    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=16, trace=trace)
+    run_until_paused(p, Pair(hopeless, **F16_PAIR))
+    for _ in range(16):
+        p.observe(0, 0, 0.0, 0.06, "")
+    assert not p.paused
+    start = len(trace.steps)
+    run_until_paused(p, Pair(hopeless, **F16_PAIR))
+    after = trace.steps[start:]
+    assert [s.state for s in after[:3]] == ["probe"] * 3 and all(s.explore for s in after[:3])
+    assert all(s.drafted >= 1 for s in after[:3])
+    assert "retrying in 32 tokens" in p.reason
