@@ -2,7 +2,7 @@
 
     python tools/adaptive_matrix.py [--targets f16,q8_0,q4_k_m] [--threads 1,2] [--drafters q4_k_m]
         [--prompts heldout2] [--limit 2] [--max-tokens 64] [--fixed 1,2,3,4,5,6,7,8] [--saved]
-        [--json-dir DIR]
+        [--adaptive adaptive,adaptive-nofloor] [--json-dir DIR]
 
 Each cell of the matrix (a target precision, a drafter precision, a thread count) is one run of
 ``python -m localchat bench --fresh`` in a child process (this checkout's localchat), with the modes
@@ -62,7 +62,7 @@ def model_file(kind: str, quant: str) -> Path:
 
 def bench(target: Path, draft: Path, threads: int, args: argparse.Namespace, out: Path, fresh: bool,
           env: dict[str, str]) -> dict[str, Any]:
-    modes = ",".join(["off", *(f"auto:{n}" for n in args.fixed), *ADAPTIVE])
+    modes = ",".join(["off", *(f"auto:{n}" for n in args.fixed), *args.adaptive])
     cmd = [sys.executable, "-m", "localchat", "bench", "--model", str(target), "--draft", str(draft),
            "--threads", str(threads), "--prompts", args.prompts, "--max-tokens", str(args.max_tokens),
            "--modes", modes, "--json", str(out)]
@@ -126,9 +126,12 @@ def main() -> None:
     ap.add_argument("--fixed", default="1,2,3,4,5,6,7,8", help="the fixed lengths measured (auto:N)")
     ap.add_argument("--exact", action="store_true", help="identical text with quantized targets (slower)")
     ap.add_argument("--saved", action="store_true", help="also each cell with a saved profile")
+    ap.add_argument("--adaptive", default=",".join(ADAPTIVE),
+                    help="the adaptive modes measured (comma-separated: adaptive, adaptive-nofloor)")
     ap.add_argument("--json-dir", type=Path, default=None, help="keep each cell's bench JSON here")
     args = ap.parse_args()
     args.fixed = [int(x) for x in args.fixed.split(",") if x.strip()]
+    args.adaptive = [a for a in args.adaptive.split(",") if a in ADAPTIVE]
     json_dir = args.json_dir or Path(tempfile.mkdtemp(prefix="adaptive-matrix-"))
     json_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
