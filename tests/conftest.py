@@ -116,3 +116,13 @@ def smollm2_f16_path() -> Path:
         if not dst.exists():
             requantize(src, dst, "f16")
     return dst
+
+
+@pytest.fixture
+def two_models(tmp_path: Path, smollm2_path: Path, gemma3_path: Path) -> Path:
+    """A models folder holding two real GGUF files (links to the cached SmolLM2 and Gemma 3)."""
+    models = tmp_path / "models"
+    models.mkdir()
+    for path in (smollm2_path, gemma3_path):
+        (models / path.name).symlink_to(path)
+    return models

@@ -70,21 +70,7 @@ def _grammar(value: Any) -> OutputConstraint:
 
 def _response_format(value: Any) -> OutputConstraint | None:
     fmt = fields.mapping(value, "response_format", '{"type": "json_schema", "json_schema": {...}}')
-    kind = fmt.get("type")
-    if kind == "text":
-        return None
-    if kind == "json_object":
-        return OutputConstraint(ConstraintKind.JSON_OBJECT)
-    if kind == "json_schema":
-        spec = fields.mapping(fmt.get("json_schema"), "response_format.json_schema",
-                              '{"name": "answer", "schema": {...}, "strict": true}')
-        if not isinstance(spec.get("schema"), dict):
-            raise bad_request("'response_format.json_schema.schema' must be the JSON Schema of the answer "
-                              "(an object).", "response_format.json_schema.schema", "missing_field")
-        strict = fields.flag(spec, "strict", False)
-        return fields.json_constraint(spec["schema"], "response_format.json_schema.schema", strict)
-    raise bad_request(f"'response_format.type' must be text, json_object or json_schema; it was {kind!r}.",
-                      "response_format.type", "invalid_value")
+    return fields.reply_format(fmt, "response_format", nested=True)
 
 
 def output_constraint(body: Mapping[str, Any]) -> tuple[OutputConstraint | None, str]:

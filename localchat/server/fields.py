@@ -155,6 +155,27 @@ def checked_tools(
     return tuple(tools)
 
 
+def reply_format(fmt: Mapping[str, Any], where: str, nested: bool) -> OutputConstraint | None:
+    """The constraint a reply format asks for: ``{"type": "text"}`` (none), ``"json_object"`` or
+    ``"json_schema"`` with its ``schema`` and ``strict`` under ``json_schema`` (``nested``: OpenAI
+    Chat's ``response_format``) or beside the type (OpenAI Responses' ``text.format``)."""
+    kind = fmt.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return OutputConstraint(ConstraintKind.JSON_OBJECT)
+    if kind == "json_schema":
+        spec = (mapping(fmt.get("json_schema"), f"{where}.json_schema",
+                        '{"name": "answer", "schema": {...}, "strict": true}') if nested else fmt)
+        at = f"{where}.json_schema.schema" if nested else f"{where}.schema"
+        if not isinstance(spec.get("schema"), dict):
+            raise bad_request(f"'{at}' must be the JSON Schema of the answer (an object).", at,
+                              "missing_field")
+        return json_constraint(spec["schema"], at, flag(spec, "strict", False))
+    raise bad_request(f"'{where}.type' must be text, json_object or json_schema; it was {kind!r}.",
+                      f"{where}.type", "invalid_value")
+
+
 def json_constraint(schema: Any, where: str, strict: bool = True) -> OutputConstraint:
     """Structured output: a JSON Schema the whole reply must match (None or {}: any JSON object)."""
     if schema is None or schema == {}:

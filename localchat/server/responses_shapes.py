@@ -23,7 +23,6 @@ from typing import Any
 
 from localchat.engine.types import (
     ChatMessage,
-    ConstraintKind,
     EngineInfo,
     FinishReason,
     GenerationRequest,
@@ -184,22 +183,7 @@ def _format(body: Mapping[str, Any]) -> OutputConstraint | None:
     if fmt is None:
         return None
     fmt = fields.mapping(fmt, "text.format", '{"type": "json_schema", "name": "...", "schema": {...}}')
-    kind = fmt.get("type")
-    if kind == "text":
-        return None
-    if kind == "json_object":
-        return OutputConstraint(ConstraintKind.JSON_OBJECT)
-    if kind == "json_schema":
-        if not isinstance(fmt.get("schema"), dict):
-            raise bad_request(
-                "'text.format.schema' must be the JSON Schema of the answer.",
-                "text.format.schema",
-                "missing_field",
-            )
-        return fields.json_constraint(fmt["schema"], "text.format.schema", fmt.get("strict") is True)
-    raise bad_request(
-        "'text.format.type' must be text, json_object or json_schema.", "text.format.type", "invalid_value"
-    )
+    return fields.reply_format(fmt, "text.format", nested=False)
 
 
 def parse_responses(

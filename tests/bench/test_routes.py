@@ -38,6 +38,7 @@ from localchat.engine.types import (
     TokenEvent,
 )
 from tests.bench.test_report import rec
+from tests.engine.rpc_workers import serve_loopback
 
 
 def test_a_routed_label_compares_with_off_on_its_own_route() -> None:
@@ -196,21 +197,12 @@ class _Split:
 
 def _echo_many() -> tuple[socket.socket, Endpoint]:
     """Echoes every connection (a probe's HELLO comes back as an answer it does not expect: it is timed)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
+    def echo(conn: socket.socket) -> None:
+        with conn:
+            for data in iter(lambda: conn.recv(1024), b""):
+                conn.sendall(data)
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=lambda c=conn: [c.sendall(d) for d in iter(lambda: c.recv(1024), b"")],
-                             daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return server, Endpoint("127.0.0.1", server.getsockname()[1])
+    return serve_loopback(echo)
 
 
 def test_open_routes_splits_the_target_through_relays_and_times_each_delay() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_generate_bench import count_prompt, localchat
-from tests.cli.test_lost_worker import ABORT_WORDS, ROOT, check_ending, read_until, start
+from tests.cli.test_lost_worker import ABORT_WORDS, ROOT, lose_the_worker, read_until, start
 from tests.engine.rpc_workers import require_rpc, start_worker
 
 
@@ -171,21 +171,13 @@ def test_through_api_ctrl_c_ends_every_process_with_a_sentence(tmp_path: Path, s
 def test_link_latency_names_the_lost_worker_and_keeps_the_finished_records(
     tmp_path: Path, smollm2_path: Path
 ) -> None:
-    require_rpc()
     report = tmp_path / "r.json"
-    worker, endpoint = start_worker()
-    try:
-        proc = start(["bench", "--model", str(smollm2_path), "--rpc", str(endpoint), "--tensor-split", "0,1",
-                      "--link-latency", "0", "--prompts", str(_prompts(tmp_path, 8)), "--modes", "off",
-                      "--max-tokens", "32", "--ctx", "512", "--threads", "1", "--json", str(report)],
-                     tmp_path)
-        read_until(proc, b"[  2/")
-        worker.kill()
-        worker.wait(10)
-        stdout, _ = check_ending(proc, str(endpoint), tmp_path)
-    finally:
-        worker.kill()
-        worker.wait(10)
+    prompts = _prompts(tmp_path, 8)
+    _, stdout = lose_the_worker(
+        lambda ep: ["bench", "--model", str(smollm2_path), "--rpc", str(ep), "--tensor-split", "0,1",
+                    "--link-latency", "0", "--prompts", str(prompts), "--modes", "off", "--max-tokens",
+                    "32", "--ctx", "512", "--threads", "1", "--json", str(report)],
+        b"[  2/", tmp_path)
     assert "vs off" in stdout
     data = json.loads(report.read_text())
     assert data["complete"] is False and 2 <= len(data["records"]) < 16

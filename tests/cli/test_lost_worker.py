@@ -13,14 +13,13 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from localchat.engine.rpc_wire import PROTOCOL_VERSION, Endpoint
-from tests.engine.rpc_workers import require_rpc, start_worker
+from tests.engine.rpc_workers import require_rpc, serve_loopback, start_worker
 
 pytestmark = pytest.mark.slow
 
@@ -57,44 +56,47 @@ def check_ending(proc: subprocess.Popen[bytes], worker: str, state: Path) -> tup
     return stdout, stderr
 
 
-def test_generate_names_the_lost_worker_and_keeps_the_reply(tmp_path: Path, smollm2_path: Path) -> None:
+def lose_the_worker(
+    args: Callable[[Endpoint], list[str]], when: bytes | int, state: Path
+) -> tuple[bytes, str]:
+    """Run ``localchat ARGS`` (made for a fresh real worker's endpoint), kill the worker once stdout
+    holds ``when``, and check the ending (``check_ending``); (stdout before the kill, stdout after)."""
     require_rpc()
     worker, endpoint = start_worker()
     try:
-        proc = start(["generate", "--model", str(smollm2_path), "--no-spec", "--raw", "--rpc", str(endpoint),
-                      "--tensor-split", "0,1", "--max-tokens", "2000", "--ctx", "2048",
-                      "Counting: 1, 2, 3, 4, 5,"], tmp_path)
-        before = read_until(proc, 40)  # it is writing
+        proc = start(args(endpoint), state)
+        before = read_until(proc, when)
         worker.kill()
         worker.wait(10)
-        stdout, _ = check_ending(proc, str(endpoint), tmp_path)
+        stdout, _ = check_ending(proc, str(endpoint), state)
     finally:
         worker.kill()
         worker.wait(10)
+    return before, stdout
+
+
+def test_generate_names_the_lost_worker_and_keeps_the_reply(tmp_path: Path, smollm2_path: Path) -> None:
+    before, stdout = lose_the_worker(
+        lambda ep: ["generate", "--model", str(smollm2_path), "--no-spec", "--raw", "--rpc", str(ep),
+                    "--tensor-split", "0,1", "--max-tokens", "2000", "--ctx", "2048",
+                    "Counting: 1, 2, 3, 4, 5,"],
+        40, tmp_path)  # it is writing
     assert (before.decode() + stdout).startswith(before.decode()) and len(before.decode() + stdout) >= 40
 
 
 def test_bench_names_the_lost_worker_and_keeps_the_finished_records(
     tmp_path: Path, smollm2_path: Path
 ) -> None:
-    require_rpc()
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(
         json.dumps({"id": f"p{i}", "category": "chat", "prompt": f"Count from {i} to {i + 40}."}) + "\n"
         for i in range(8)))
     report = tmp_path / "r.json"
-    worker, endpoint = start_worker()
-    try:
-        proc = start(["bench", "--model", str(smollm2_path), "--rpc", str(endpoint), "--tensor-split", "0,1",
-                      "--prompts", str(prompts), "--modes", "off,ngram", "--max-tokens", "48",
-                      "--ctx", "1024", "--json", str(report)], tmp_path)
-        read_until(proc, b"[  2/")  # two records done
-        worker.kill()
-        worker.wait(10)
-        stdout, _ = check_ending(proc, str(endpoint), tmp_path)
-    finally:
-        worker.kill()
-        worker.wait(10)
+    _, stdout = lose_the_worker(
+        lambda ep: ["bench", "--model", str(smollm2_path), "--rpc", str(ep), "--tensor-split", "0,1",
+                    "--prompts", str(prompts), "--modes", "off,ngram", "--max-tokens", "48",
+                    "--ctx", "1024", "--json", str(report)],
+        b"[  2/", tmp_path)  # two records done
     assert "vs off" in stdout  # the summary of what was done
     data = json.loads(report.read_text())
     assert data["complete"] is False
@@ -105,27 +107,18 @@ def test_bench_names_the_lost_worker_and_keeps_the_finished_records(
 @pytest.fixture
 def rude_worker() -> Iterator[Endpoint]:
     """Something on 127.0.0.1 that answers every HELLO as a worker of this version does, then hangs up."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
+    def greet(conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while len(data) < 1 + 8 + 24:
+                chunk = conn.recv(64)
+                if not chunk:
+                    break
+                data += chunk
+            conn.sendall(struct.pack("<Q", 28) + bytes([*PROTOCOL_VERSION, 0]) + bytes(24))
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while len(data) < 1 + 8 + 24:
-                    chunk = conn.recv(64)
-                    if not chunk:
-                        break
-                    data += chunk
-                conn.sendall(struct.pack("<Q", 28) + bytes([*PROTOCOL_VERSION, 0]) + bytes(24))
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield Endpoint("127.0.0.1", server.getsockname()[1])
+    server, endpoint = serve_loopback(greet)
+    yield endpoint
     server.close()
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -44,3 +46,23 @@ def start_worker() -> tuple[subprocess.Popen[bytes], Endpoint]:
         time.sleep(0.2)
     proc.kill()
     pytest.fail("the worker did not start listening in time")
+
+
+def serve_loopback(handle: Callable[[socket.socket], None]) -> tuple[socket.socket, Endpoint]:
+    """A listening socket on 127.0.0.1 that hands each connection to ``handle`` on a thread of its
+    own (something that is not a worker, for the tests of what a worker's client does); close the
+    socket to stop it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, Endpoint("127.0.0.1", server.getsockname()[1])

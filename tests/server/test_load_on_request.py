@@ -38,24 +38,15 @@ class Allow:
 
 
 @pytest.fixture
-def folder(tmp_path: Path, smollm2_path: Path, gemma3_path: Path) -> Path:
-    models = tmp_path / "models"
-    models.mkdir()
-    for path in (smollm2_path, gemma3_path):
-        (models / path.name).symlink_to(path)
-    return models
-
-
-@pytest.fixture
 def allow() -> Allow:
     return Allow()
 
 
 @pytest.fixture
-def served(folder: Path, allow: Allow) -> Iterator[Served]:
-    shelf = ModelShelf(lambda: Library([folder]), load_catalog,
+def served(two_models: Path, allow: Allow) -> Iterator[Served]:
+    shelf = ModelShelf(lambda: Library([two_models]), load_catalog,
                        lambda target, draft: EngineConfig(target, draft, n_ctx=1024), allow)
-    with serve(folder / f"{SMOL}.gguf", shelf=shelf, model_id="", api_key=None, queue=8) as s:
+    with serve(two_models / f"{SMOL}.gguf", shelf=shelf, model_id="", api_key=None, queue=8) as s:
         yield s
 
 
@@ -132,10 +123,10 @@ def test_an_unknown_model_is_a_404_in_each_surfaces_shape(served: Served) -> Non
 
 
 def test_a_file_that_fails_to_load_is_a_clear_error_and_the_model_before_comes_back(
-    served: Served, folder: Path, smollm2_path: Path
+    served: Served, two_models: Path, smollm2_path: Path
 ) -> None:
     # Its header reads, and names an architecture llama.cpp does not know: listed, and fails to load.
-    broken = folder / "broken-model.gguf"
+    broken = two_models / "broken-model.gguf"
     data = smollm2_path.read_bytes()
     at = data.index(b"general.architecture") + len(b"general.architecture") + 12
     assert data[at:at + 5] == b"llama"

@@ -16,6 +16,7 @@ from localchat.engine.types import (
     ConstraintKind,
     FinishReason,
     GenerationResult,
+    OutputConstraint,
     SpeculationState,
     TokenEvent,
     ToolCall,
@@ -257,6 +258,14 @@ def test_responses_items_become_the_engines_chat_and_continue_a_stored_conversat
     assert json.loads(r.constraint.text) == WEATHER and r.constraint.strict
     assert req.conversation[0] == earlier[0] and all(m.content != "Be brief." for m in req.conversation)
     assert req.store and req.echo["previous_response_id"] == "resp_1"
+    def constraint(fmt: dict) -> OutputConstraint | None:
+        body = {"input": "x", "text": {"format": fmt}}
+        return responses_shapes.parse_responses(body, None, LIMITS, lambda rid: ()).parsed.request.constraint
+
+    loose = constraint({"type": "json_schema", "name": "w", "schema": WEATHER})
+    assert loose is not None and loose.kind is ConstraintKind.JSON_SCHEMA and not loose.strict
+    plain = constraint({"type": "json_object"})
+    assert plain is not None and plain.kind is ConstraintKind.JSON_OBJECT
 
 
 def test_responses_refuses_hosted_tools_and_images_with_sentences() -> None:
@@ -266,6 +275,11 @@ def test_responses_refuses_hosted_tools_and_images_with_sentences() -> None:
         ({"input": [{"type": "computer_call", "id": "x"}]}, "hosted tools"),
         ({"input": "x", "background": True}, "not supported here"),
         ({}, "'input' is required"),
+        ({"input": "x", "text": {"format": {"type": "xml"}}}, "'text.format.type' must be text, json_object"),
+        ({"input": "x", "text": {"format": {"type": "json_schema", "name": "w"}}},
+         "'text.format.schema' must be the JSON Schema"),
+        ({"input": "x", "text": {"format": {"type": "json_schema", "schema": WEATHER, "strict": "yes"}}},
+         "'strict' must be true or false"),
     ]
     for body, words in cases:
         with pytest.raises(ApiError) as bad:

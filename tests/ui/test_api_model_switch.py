@@ -29,20 +29,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def folder(tmp_path: Path, smollm2_path: Path, gemma3_path: Path) -> Path:
-    models = tmp_path / "models"
-    models.mkdir()
-    for path in (smollm2_path, gemma3_path):
-        (models / path.name).symlink_to(path)
-    return models
-
-
-@pytest.fixture
-def parts(qtbot, tmp_path: Path, folder: Path) -> Iterator[AppParts]:
+def parts(qtbot, tmp_path: Path, two_models: Path) -> Iterator[AppParts]:
     client = EngineClient(engine_factory=FAKE, cancel_timeout_s=2.0)
     built = build_main_window(tmp_path / "config", tmp_path / "data", engine=client, autoload=False)
     qtbot.addWidget(built.window)
-    built.settings.set("models_folder", str(folder))
+    built.settings.set("models_folder", str(two_models))
     built.settings.set("server_port", _free_port())
     built.settings.set("server_enabled", True)
     yield built
@@ -61,10 +52,10 @@ def _load(qtbot, parts: AppParts, path: Path) -> None:
 
 
 def test_an_api_load_waits_for_the_windows_reply_and_the_window_says_the_api_switched(
-    qtbot, parts: AppParts, folder: Path
+    qtbot, parts: AppParts, two_models: Path
 ) -> None:
     window = parts.window
-    _load(qtbot, parts, folder / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    _load(qtbot, parts, two_models / "SmolLM2-135M-Instruct.Q4_1.gguf")
     assert parts.server is not None and parts.server.url is not None
     api = httpx.Client(base_url=parts.server.url, timeout=60)
     assert [m["id"] for m in api.get("/v1/models").json()["data"]] == [
@@ -96,15 +87,15 @@ def test_an_api_load_waits_for_the_windows_reply_and_the_window_says_the_api_swi
     assert notice.startswith(gemma) and "the API switched the model" in notice
     assert "Let API requests load other models" in notice
     assert window.status.target_label.text().startswith("gemma-3-270m")  # the model's name follows
-    assert parts.settings.last_model_path == str(folder / gemma)  # and the next start loads it
+    assert parts.settings.last_model_path == str(two_models / gemma)  # and the next start loads it
     assert parts.engine.state.config is not None and parts.engine.state.config.n_ctx == 3072
     assert parts.session.model.preset == ModelPreset({"context_length": 3072})  # the window's replies too
 
 
 def test_with_the_setting_off_the_request_is_refused_and_the_window_keeps_its_model(
-    qtbot, parts: AppParts, folder: Path
+    qtbot, parts: AppParts, two_models: Path
 ) -> None:
-    _load(qtbot, parts, folder / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    _load(qtbot, parts, two_models / "SmolLM2-135M-Instruct.Q4_1.gguf")
     parts.settings.set("server_loads_models", False)
     assert parts.server is not None and parts.server.url is not None
     api = httpx.Client(base_url=parts.server.url, timeout=60)
