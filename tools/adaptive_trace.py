@@ -1,7 +1,7 @@
 """Where adaptive speculation under-drafts, and why: its decisions next to what verification found.
 
     python tools/adaptive_trace.py --model T.gguf --draft D.gguf [--prompts heldout] [--category code]
-        [--limit 2] [--max-tokens 64] [--threads N] [--exact] [--modes nofloor,adaptive]
+        [--limit 2] [--max-tokens 64] [--threads N] [--exact] [--modes nofloor,adaptive] [--fresh]
 
 Each prompt runs, interleaved in one process, as a new conversation: with the fixed length 4
 (``auto:4``, the fixed choice the issue compares with) and under the adaptive policy with its
@@ -144,6 +144,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--exact", action="store_true", help="identical text with a quantized target")
     ap.add_argument("--modes", default="nofloor,adaptive", help="adaptive runs beside auto:4")
+    ap.add_argument("--fresh", action="store_true",
+                    help="no calibration at load (as `localchat bench --fresh`): costs learnt in the replies")
     args = ap.parse_args()
     os.environ.setdefault("LOCALCHAT_PROFILES_DIR", tempfile.mkdtemp())  # never the user's profiles
     from localchat.bench.prompts import prompts_from, select
@@ -152,8 +154,9 @@ def main() -> None:
 
     modes = ["fixed", *[m.strip() for m in args.modes.split(",") if m.strip()]]
     prompts = [p for p in select(prompts_from(args.prompts), args.category, args.limit) if not p.schema]
-    cfg = EngineConfig(args.model, draft_path=args.draft, n_ctx=2048, use_profile=False, calibrate=True,
-                       state_memory_bytes=0, n_threads=args.threads, exact=args.exact)
+    cfg = EngineConfig(args.model, draft_path=args.draft, n_ctx=2048, use_profile=False,
+                       calibrate=not args.fresh, state_memory_bytes=0, n_threads=args.threads,
+                       exact=args.exact)
     every: dict[str, list[StepRecord]] = {m: [] for m in modes}
     totals: dict[str, list[float]] = {m: [0.0, 0.0] for m in modes}  # tokens, seconds
     with Engine(cfg) as eng:
