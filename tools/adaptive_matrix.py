@@ -43,7 +43,7 @@ TARGET_FILES = {"f16": "qwen2.5-coder-1.5b-instruct-f16.gguf",
                 "q4_k_m": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"}
 DRAFT_FILES = {"q4_k_m": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
                "q8_0": "qwen2.5-coder-0.5b-instruct-q8_0-from-q4.gguf"}
-ADAPTIVE = ("adaptive", "adaptive-nofloor")
+ADAPTIVE = ("adaptive", "adaptive-nofloor", "adaptive-noprobe")
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -121,7 +121,8 @@ def run(eng: Engine, prompt: str, mode: str, max_tokens: int) -> tuple[float, in
     from localchat.engine.types import ChatMessage, GenerationRequest, SamplingParams
 
     spec = (bench_mode("auto", FIXED).speculation if mode == "fixed"
-            else replace(bench_mode("adaptive", FIXED).speculation, adaptive_floor=mode == "adaptive"))
+            else replace(bench_mode("adaptive", FIXED).speculation, adaptive_floor=mode != "nofloor",
+                         adaptive_probe=mode == "adaptive"))
     eng.reset()
     trace = DecisionTrace()
     eng.decision_trace = trace
@@ -143,7 +144,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--exact", action="store_true", help="identical text with a quantized target")
-    ap.add_argument("--modes", default="nofloor,adaptive", help="adaptive runs beside auto:4")
+    ap.add_argument("--modes", default="nofloor,adaptive",
+                    help="adaptive runs beside auto:4: nofloor, noprobe (the floor without the probe), adaptive")
     ap.add_argument("--fresh", action="store_true",
                     help="no calibration at load (as `localchat bench --fresh`): costs learnt in the replies")
     args = ap.parse_args()

@@ -191,6 +191,13 @@ class AdaptivePolicy:
     probe_len: int = 4
     probe_steps: int = 3
     first_probe_tokens: int = 16
+    # Exploration (with the probe): the look that ends a run of skipped looks drafts like a probe step,
+    # its first token too only when at least ``floor_p_min`` confident (on text the drafter cannot
+    # guess it then costs what the look costs anyway). Looks are skipped where the rule's own short
+    # drafts lost; on a cost curve with a steep first step (a CPU's one-token pass against its
+    # two-token one) those lose where a draft of a few tokens pays, and without drafted tokens no
+    # verdict shows it.
+    explore: bool = True
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
     trace: DecisionTrace | None = None
 
@@ -226,6 +233,7 @@ class AdaptivePolicy:
     _declined_conf: float = 0.0
     _floor_now: int = 0
     _probe_left: int = 0  # probe steps still to draft
+    _exploring: bool = False  # this step is the exploring look after skipped ones
     _cost_pause: bool = False  # the pause (or the probe ending it) came from the costs, not a measured loss
     _decisions: list[TokenDecision] = field(default_factory=list)
     _state: str = "draft"
@@ -261,6 +269,7 @@ class AdaptivePolicy:
         self._floor_now = self._floor()
         self._decisions = []
         self._declined_hit = None
+        self._exploring = False
         # A look is skipped on step times only where the verdicts prove no fixed length pays (the
         # floor's evidence, which no busy moment changes; see ``_judge``).
         skip = self._skip_left > 0 and self._floor_now == 0 and self._proven_gain() < self.floor_margin
@@ -270,6 +279,12 @@ class AdaptivePolicy:
         if self._probe_left > 0:
             self._floor_now = max(self._floor_now, min(self.probe_len, self.max_len))
             self._state = "probe"
+            return self.max_len
+        self._exploring = (self.explore and self.probe and self.floor and self.confident
+                           and self._skip_len > 0 and self._skip_left == 0 and self._floor_now == 0)
+        if self._exploring:
+            self._floor_now = min(self.probe_len, self.max_len)
+            self._state = "explore"
             return self.max_len
         self._state = "draft"
         return self.max_len if self.confident else self._n
@@ -335,7 +350,8 @@ class AdaptivePolicy:
         rate = self._rate if len(self._window) >= self.rate_steps else None
         value = max(1.0 / t1, rate or 0.0)
         return CostStopRule(self.cost, self._calibration, value, self.cost.draft_token_s.get(self.source),
-                            floor=self._floor_now, floor_p_min=self.floor_p_min, log=self._decisions)
+                            floor=self._floor_now, floor_p_min=self.floor_p_min,
+                            floor_first_any=not self._exploring, log=self._decisions)
 
     @property
     def paused(self) -> bool:
@@ -397,9 +413,9 @@ class AdaptivePolicy:
                 self._runs.append((accepted, 0))
         if source and not any(d.floor for d in self._decisions):
             self._rule_alone.append((accepted + 1, draft_s + verify_s))
-        probing = self._state == "probe" and source == self.source
+        probing = self._state in ("probe", "explore") and source == self.source
         self._observe(drafted, accepted, draft_s, verify_s, source, confidence)
-        if probing:
+        if probing and self._state == "probe":
             self._probe_left -= 1
             if self._probe_left == 0:
                 self._end_probe()

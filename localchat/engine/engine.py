@@ -349,13 +349,14 @@ class Engine:
             source = self.model_drafter.name
         else:
             source = self.ngram.name
-        key = (request.session, drafter.name if spec.adaptive_floor else f"{drafter.name} (no floor)")
+        variant = ("" if spec.adaptive_floor else " (no floor)") + ("" if spec.adaptive_probe else " (no probe)")
+        key = (request.session, drafter.name + variant)
         policy = self._policies.get(key)
         if policy is None:
             if len(self._policies) >= 64:  # forget the oldest conversation
                 self._policies.pop(next(iter(self._policies)))
             policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident,
-                                    floor=spec.adaptive_floor)
+                                    floor=spec.adaptive_floor, probe=spec.adaptive_probe)
             self._policies[key] = policy
         policy.trace = self.decision_trace
         if spec.resume:

@@ -60,7 +60,7 @@ class CostStopRule:
 
     def __init__(self, cost: CostModel, calibration: Calibration, value: float,
                  look_seconds: float | None = None, floor: int = 0, floor_p_min: float = 0.5,
-                 log: list[TokenDecision] | None = None) -> None:
+                 floor_first_any: bool = True, log: list[TokenDecision] | None = None) -> None:
         self.cost = cost
         self.calibration = calibration
         self.value = value
@@ -70,6 +70,7 @@ class CostStopRule:
         # drafter's confidence is at least ``floor_p_min``), whether or not the rule says they pay.
         self.floor = floor
         self.floor_p_min = floor_p_min
+        self.floor_first_any = floor_first_any  # False: the first token too needs ``floor_p_min``
         self.log = log  # the decisions, for a DecisionTrace (None: not kept)
         self._p = 1.0  # chance that every token kept so far is accepted
         self._q = 1.0  # the last kept token's chance: the guess for the next one
@@ -82,7 +83,7 @@ class CostStopRule:
         pays = p >= self.value * cost
         kept = pays or (position == 0 and self._worth_starting(q))
         floored = (not kept and position < self.floor
-                   and (position == 0 or confidence >= self.floor_p_min))
+                   and ((position == 0 and self.floor_first_any) or confidence >= self.floor_p_min))
         if self.log is not None:
             self.log.append(TokenDecision("take", position, confidence, q, p, cost, self.value,
                                           kept or floored, floored))

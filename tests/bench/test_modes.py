@@ -27,3 +27,10 @@ def test_adaptive_nofloor_is_adaptive_without_its_floor() -> None:
     nofloor = bench_mode("adaptive-nofloor", 4)
     assert nofloor.name == "adaptive-nofloor" and plain.speculation.adaptive_floor
     assert nofloor.speculation == replace(plain.speculation, adaptive_floor=False)
+
+
+def test_adaptive_noprobe_is_adaptive_without_its_probe() -> None:
+    plain = bench_mode("adaptive", 4)
+    noprobe = bench_mode("adaptive-noprobe", 4)
+    assert noprobe.name == "adaptive-noprobe" and plain.speculation.adaptive_probe
+    assert noprobe.speculation == replace(plain.speculation, adaptive_probe=False)

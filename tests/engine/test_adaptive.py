@@ -608,3 +608,32 @@ def test_a_pause_after_a_measured_loss_ends_with_a_probe_and_is_judged_as_before
     assert [s.state for s in after[:3]] == ["probe"] * 3 and all(s.explore for s in after[:3])
     assert all(s.drafted >= 1 for s in after[:3])
     assert "retrying in 32 tokens" in p.reason
+
+
+# -- exploring after skipped looks -------------------------------------------------------------------
+def test_the_look_after_skipped_looks_explores_and_its_verdicts_can_end_the_skipping() -> None:
+    """Looks are skipped where the rule's own short drafts lost. The look that ends a run of skipped
+    looks drafts like a probe (its first token too only at confidence 0.5 or more): on text where
+    every mid-confidence token is right, its verdicts prove a length, and the skipping stops."""
+    trace = DecisionTrace()
+    p = AdaptivePolicy(calibrated(F16_CURVE), trace=trace, **NEVER_PAUSE)
+    run(p, Pair(hopeless, **F16_PAIR), 30, seed=1)  # looks lose: skipped
+    explored = [s for s in trace.steps if s.state == "explore"]
+    assert explored and all(s.explore for s in explored)
+    # On hopeless text (confidence under 0.5) an exploring look drafts nothing it would not have.
+    assert all(s.drafted == 0 for s in explored), [s.drafted for s in explored]
+    start = len(trace.steps)
+    run(p, Pair(lambda rng: rng.uniform(0.55, 0.8), accept=lambda c: 0.97, **F16_PAIR), 40, seed=2)
+    after = trace.steps[start:]
+    first = next(s for s in after if s.state == "explore")
+    assert first.drafted >= 3, first
+    assert sum(s.state == "skip" for s in after[-20:]) == 0
+    assert min(s.drafted for s in after[-20:]) >= 3
+
+
+def test_without_the_probe_the_look_after_skipped_looks_is_the_rules_own() -> None:
+    trace = DecisionTrace()
+    p = AdaptivePolicy(calibrated(F16_CURVE), trace=trace, probe=False, **NEVER_PAUSE)
+    run(p, Pair(hopeless, **F16_PAIR), 30, seed=1)
+    assert any(s.state == "skip" for s in trace.steps)
+    assert not any(s.state in ("explore", "probe") or s.explore for s in trace.steps)
