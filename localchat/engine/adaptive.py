@@ -192,8 +192,9 @@ class AdaptivePolicy:
     probe_steps: int = 3
     first_probe_tokens: int = 16
     # Exploration (with the probe): the look that ends a run of skipped looks drafts like a probe step,
-    # its first token too only when at least ``floor_p_min`` confident (on text the drafter cannot
-    # guess it then costs what the look costs anyway). Looks are skipped where the rule's own short
+    # each token (the first too) only while its calibrated chance is at least ``floor_p_min`` (on text
+    # the drafter cannot guess, or where it is confidently wrong, it then costs what the look costs
+    # anyway). Looks are skipped where the rule's own short
     # drafts lost; on a cost curve with a steep first step (a CPU's one-token pass against its
     # two-token one) those lose where a draft of a few tokens pays, and without drafted tokens no
     # verdict shows it.
@@ -351,7 +352,8 @@ class AdaptivePolicy:
         value = max(1.0 / t1, rate or 0.0)
         return CostStopRule(self.cost, self._calibration, value, self.cost.draft_token_s.get(self.source),
                             floor=self._floor_now, floor_p_min=self.floor_p_min,
-                            floor_first_any=not self._exploring, log=self._decisions)
+                            floor_first_any=not self._exploring, floor_on_chance=self._exploring,
+                            log=self._decisions)
 
     @property
     def paused(self) -> bool:
