@@ -145,7 +145,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--exact", action="store_true", help="identical text with a quantized target")
     ap.add_argument("--modes", default="nofloor,adaptive",
-                    help="adaptive runs beside auto:4: nofloor, noprobe (the floor without the probe), adaptive")
+                    help="adaptive runs beside auto:4: nofloor, noprobe (floor, no probe), adaptive")
     ap.add_argument("--fresh", action="store_true",
                     help="no calibration at load (as `localchat bench --fresh`): costs learnt in the replies")
     args = ap.parse_args()

@@ -29,7 +29,7 @@ ROUTE_MARK = "@"
 OFF = "off"
 # The adaptive policy without its floor (the policy before issue 27), to measure the two side by side.
 NO_FLOOR = "adaptive-nofloor"
-# The adaptive policy without the probe that ends a pause and the exploring look (before this stop).
+# The adaptive policy without the probe that ends a pause (and without a short first pause).
 NO_PROBE = "adaptive-noprobe"
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

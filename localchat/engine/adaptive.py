@@ -191,14 +191,6 @@ class AdaptivePolicy:
     probe_len: int = 4
     probe_steps: int = 3
     first_probe_tokens: int = 16
-    # Exploration (with the probe): the look that ends a run of skipped looks drafts like a probe step,
-    # each token (the first too) only while its calibrated chance is at least ``floor_p_min`` (on text
-    # the drafter cannot guess, or where it is confidently wrong, it then costs what the look costs
-    # anyway). Looks are skipped where the rule's own short
-    # drafts lost; on a cost curve with a steep first step (a CPU's one-token pass against its
-    # two-token one) those lose where a draft of a few tokens pays, and without drafted tokens no
-    # verdict shows it.
-    explore: bool = True
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
     trace: DecisionTrace | None = None
 
@@ -234,7 +226,7 @@ class AdaptivePolicy:
     _declined_conf: float = 0.0
     _floor_now: int = 0
     _probe_left: int = 0  # probe steps still to draft
-    _exploring: bool = False  # this step is the exploring look after skipped ones
+    _paused_once: bool = False  # this conversation has paused on a measured loss
     _cost_pause: bool = False  # the pause (or the probe ending it) came from the costs, not a measured loss
     _decisions: list[TokenDecision] = field(default_factory=list)
     _state: str = "draft"
@@ -270,7 +262,6 @@ class AdaptivePolicy:
         self._floor_now = self._floor()
         self._decisions = []
         self._declined_hit = None
-        self._exploring = False
         # A look is skipped on step times only where the verdicts prove no fixed length pays (the
         # floor's evidence, which no busy moment changes; see ``_judge``).
         skip = self._skip_left > 0 and self._floor_now == 0 and self._proven_gain() < self.floor_margin
@@ -280,12 +271,6 @@ class AdaptivePolicy:
         if self._probe_left > 0:
             self._floor_now = max(self._floor_now, min(self.probe_len, self.max_len))
             self._state = "probe"
-            return self.max_len
-        self._exploring = (self.explore and self.probe and self.floor and self.confident
-                           and self._skip_len > 0 and self._skip_left == 0 and self._floor_now == 0)
-        if self._exploring:
-            self._floor_now = min(self.probe_len, self.max_len)
-            self._state = "explore"
             return self.max_len
         self._state = "draft"
         return self.max_len if self.confident else self._n
@@ -351,9 +336,7 @@ class AdaptivePolicy:
         rate = self._rate if len(self._window) >= self.rate_steps else None
         value = max(1.0 / t1, rate or 0.0)
         return CostStopRule(self.cost, self._calibration, value, self.cost.draft_token_s.get(self.source),
-                            floor=self._floor_now, floor_p_min=self.floor_p_min,
-                            floor_first_any=not self._exploring, floor_on_chance=self._exploring,
-                            log=self._decisions)
+                            floor=self._floor_now, floor_p_min=self.floor_p_min, log=self._decisions)
 
     @property
     def paused(self) -> bool:
@@ -415,9 +398,9 @@ class AdaptivePolicy:
                 self._runs.append((accepted, 0))
         if source and not any(d.floor for d in self._decisions):
             self._rule_alone.append((accepted + 1, draft_s + verify_s))
-        probing = self._state in ("probe", "explore") and source == self.source
+        probing = self._state == "probe" and source == self.source
         self._observe(drafted, accepted, draft_s, verify_s, source, confidence)
-        if probing and self._state == "probe":
+        if probing:
             self._probe_left -= 1
             if self._probe_left == 0:
                 self._end_probe()
@@ -494,16 +477,19 @@ class AdaptivePolicy:
         else:
             self._skip_len = 0
 
-    def _pause(self, gain: float, acceptance: float) -> None:
+    def _pause(self, gain: float, acceptance: float, short: bool = False) -> None:
+        """Pause after a measured loss, for ``retry_tokens`` (doubling after each), or, ``short``, for
+        ``first_probe_tokens`` without doubling."""
         self._cost_pause = False
         self._probe_left = 0
-        tokens = self.retry_tokens * self._backoff
+        tokens = self.first_probe_tokens if short else self.retry_tokens * self._backoff
         self._reason = (
             f"speculation paused: {gain:.2f}x at acceptance {acceptance:.2f}; retrying in {tokens} tokens"
         )
         self._paused_left = tokens
         self._pause_gain = gain
-        self._backoff = min(self._backoff * 2, 8)
+        if not short:
+            self._backoff = min(self._backoff * 2, 8)
 
     def _pause_at_most(self, best: float, first: bool = False) -> None:
         """Pause on the costs alone: even the drafter's surest tokens cannot pay on them. The first
@@ -567,4 +553,10 @@ class AdaptivePolicy:
             # throttled machine the times are the noisy evidence, so speculation goes on at the floor.
             return
         if pause:
-            self._pause(gain, acceptance)
+            # The first pause of a conversation is short: it was judged on the reply's first steps,
+            # and the start of a reply is often unlike the rest (a sentence of its own before the
+            # code or the list the drafter then guesses well). A wait of ``retry_tokens`` would cover
+            # most replies; the probe that ends a short one judges the text as it is by then.
+            short = self.probe and self.floor and self.confident and not self._paused_once
+            self._paused_once = True
+            self._pause(gain, acceptance, short=short)

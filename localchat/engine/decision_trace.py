@@ -37,11 +37,10 @@ class StepRecord:
     """One verification step as the policy saw it."""
 
     index: int
-    # "draft", "probe" (ending a pause), "explore" (the look after skipped ones), "paused", "skip" (look
-    # skipped), "plain" (measuring plain speed)
+    # "draft", "probe" (ending a pause), "paused", "skip" (look skipped), "plain" (measuring plain speed)
     state: str
     floor: int  # the shortest draft the floor asked for (0: none)
-    explore: bool  # a probe or exploring step: drafted to the probe's length whatever the rule said
+    explore: bool  # a probe step (ending a pause): drafted to the probe's length whatever the rule said
     decisions: tuple[TokenDecision, ...]
     drafted: int
     accepted: int

@@ -349,7 +349,8 @@ class Engine:
             source = self.model_drafter.name
         else:
             source = self.ngram.name
-        variant = ("" if spec.adaptive_floor else " (no floor)") + ("" if spec.adaptive_probe else " (no probe)")
+        variant = (("" if spec.adaptive_floor else " (no floor)")
+                   + ("" if spec.adaptive_probe else " (no probe)"))
         key = (request.session, drafter.name + variant)
         policy = self._policies.get(key)
         if policy is None:

@@ -60,7 +60,6 @@ class CostStopRule:
 
     def __init__(self, cost: CostModel, calibration: Calibration, value: float,
                  look_seconds: float | None = None, floor: int = 0, floor_p_min: float = 0.5,
-                 floor_first_any: bool = True, floor_on_chance: bool = False,
                  log: list[TokenDecision] | None = None) -> None:
         self.cost = cost
         self.calibration = calibration
@@ -71,10 +70,6 @@ class CostStopRule:
         # drafter's confidence is at least ``floor_p_min``), whether or not the rule says they pay.
         self.floor = floor
         self.floor_p_min = floor_p_min
-        self.floor_first_any = floor_first_any  # False: the first token too needs ``floor_p_min``
-        # True: ``floor_p_min`` is a bar for the calibrated chance, not the raw confidence (a drafter
-        # confidently wrong on this text is not drafted by it).
-        self.floor_on_chance = floor_on_chance
         self.log = log  # the decisions, for a DecisionTrace (None: not kept)
         self._p = 1.0  # chance that every token kept so far is accepted
         self._q = 1.0  # the last kept token's chance: the guess for the next one
@@ -86,8 +81,8 @@ class CostStopRule:
         cost = self.cost.extra_verify(position + 1)
         pays = p >= self.value * cost
         kept = pays or (position == 0 and self._worth_starting(q))
-        sure = (q if self.floor_on_chance else confidence) >= self.floor_p_min
-        floored = not kept and position < self.floor and ((position == 0 and self.floor_first_any) or sure)
+        floored = (not kept and position < self.floor
+                   and (position == 0 or confidence >= self.floor_p_min))
         if self.log is not None:
             self.log.append(TokenDecision("take", position, confidence, q, p, cost, self.value,
                                           kept or floored, floored))

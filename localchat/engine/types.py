@@ -143,8 +143,8 @@ class SpeculationConfig:
     # fastest (engine/adaptive.py, ``AdaptivePolicy.floor``). False: the policy before issue 27, for
     # benchmarks that compare the two side by side (``localchat bench --modes adaptive-nofloor``).
     adaptive_floor: bool = True
-    # Adaptive only: a pause ends with a probe, and the look after skipped looks explores
-    # (``AdaptivePolicy.probe``/``explore``). False: the policy before them (``--modes adaptive-noprobe``).
+    # Adaptive only: a pause ends with a probe, and a conversation's first pause is short
+    # (``AdaptivePolicy.probe``). False: the policy before them (``--modes adaptive-noprobe``).
     adaptive_probe: bool = True
 
     def __post_init__(self) -> None:
