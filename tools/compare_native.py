@@ -12,7 +12,7 @@ vendored in the llama-cpp-python sdist (not shipped, not committed):
 then
 
     python tools/compare_native.py --native /tmp/native-build/bin/llama-speculative-simple \\
-        --model T.gguf --draft D.gguf --category code --max-tokens 96
+        --model T.gguf --draft D.gguf [--prompts heldout2] --category code --max-tokens 96 [--threads N]
 
 Per prompt, in rotating order: localchat off, localchat draft (fixed n), localchat
 adaptive, and the native example with the same draft length and p_min, all greedy, on
@@ -23,14 +23,16 @@ the averages; the speed-ups are against localchat's plain decoding in the same r
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from localchat.bench.modes import bench_mode
-from localchat.bench.prompts import builtin_prompts
+from localchat.bench.prompts import prompts_from, select
 from localchat.engine.engine import Engine
 from localchat.engine.types import ChatMessage, EngineConfig, GenerationRequest, SamplingParams
 
@@ -63,24 +65,26 @@ def main() -> int:
     ap.add_argument("--native", required=True, help="path to llama-speculative-simple")
     ap.add_argument("--model", required=True)
     ap.add_argument("--draft", required=True)
-    ap.add_argument("--category", default="code", help="built-in category: code, chat, creative, edit")
+    ap.add_argument("--prompts", default="builtin", help="a shipped set (builtin, heldout, heldout2), a file")
+    ap.add_argument("--category", default="code", help="category: code, chat, creative, edit")
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads for both (default: the engine's)")
     ap.add_argument("--limit", type=int, default=0, help="at most this many prompts (0: all)")
     ap.add_argument("--draft-tokens", type=int, default=4)
     ap.add_argument("--p-min", type=float, default=0.5)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--ctx", type=int, default=2048)
     args = ap.parse_args()
-    prompts = [p for p in builtin_prompts() if p.category == args.category]
-    if args.limit:
-        prompts = prompts[: args.limit]
+    os.environ.setdefault("LOCALCHAT_PROFILES_DIR", tempfile.mkdtemp())  # never the user's profiles
+    prompts = [p for p in select(prompts_from(args.prompts), [args.category], args.limit) if not p.schema]
     if not prompts:
-        raise SystemExit(f"no built-in prompts in category {args.category!r}")
+        raise SystemExit(f"no prompts in category {args.category!r} of {args.prompts!r}")
     greedy = SamplingParams(temperature=0.0)
     modes = [bench_mode("off"), bench_mode("draft", args.draft_tokens, args.p_min),
              bench_mode("adaptive", args.draft_tokens, args.p_min)]
     names = ["off", f"draft n={args.draft_tokens}", "adaptive", f"native n={args.draft_tokens}"]
     rates: dict[str, list[float]] = {n: [] for n in names}
-    with Engine(EngineConfig(args.model, draft_path=args.draft, n_ctx=args.ctx)) as eng:
+    config = EngineConfig(args.model, draft_path=args.draft, n_ctx=args.ctx, n_threads=args.threads)
+    with Engine(config) as eng:
         threads = eng.info.n_threads
         print(f"# {Path(args.model).name} + {Path(args.draft).name}, {threads} threads, "
               f"{args.max_tokens} tokens, category {args.category}", flush=True)
