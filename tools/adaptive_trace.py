@@ -7,7 +7,8 @@ Each prompt runs, interleaved in one process, as a new conversation: with the fi
 (``auto:4``, the fixed choice the issue compares with) and under the adaptive policy with its
 decisions recorded (engine/decision_trace.py), without the floor (``nofloor``, the policy before
 issue 27) and with it (``adaptive``). The costs come from a calibration at load, as on a fresh install
-(profiles go to a temporary folder, never the user's). Printed per run, then over all runs of a mode:
+(profiles go to a temporary folder, never the user's); plain decoding runs beside them for reference.
+Printed per run, then over all runs of a mode:
 
 - speed: tokens/s, against ``auto:4`` run beside it, and tokens per verification step;
 - acceptance: the calibrated chance the stop rule gave each token it weighed against how often such
@@ -75,7 +76,8 @@ def report(name: str, steps: Sequence[StepRecord], tps: float, fixed_tps: float,
     print(f"  {name:9s} {tps:6.2f} tok/s = {tps / fixed_tps if fixed_tps else 0:4.2f}x auto:{FIXED};"
           f" {tokens / max(1, len(steps)):4.2f} tok/step; drafted/step "
           f"{statistics.fmean([s.drafted for s in drafting]) if drafting else 0:4.2f};"
-          f" states {dict(states)}; floor>0 in {sum(1 for s in steps if s.floor)} steps")
+          f" states {dict(states)}; floor>0 in {sum(1 for s in steps if s.floor)} steps;"
+          f" sources {dict(Counter(s.source for s in steps if s.source))}")
     pairs = judged(drafting)
     row = []
     for lo, hi in BINS:
@@ -121,6 +123,7 @@ def run(eng: Engine, prompt: str, mode: str, max_tokens: int) -> tuple[float, in
     from localchat.engine.types import ChatMessage, GenerationRequest, SamplingParams
 
     spec = (bench_mode("auto", FIXED).speculation if mode == "fixed"
+            else bench_mode("off").speculation if mode == "off"
             else replace(bench_mode("adaptive", FIXED).speculation, adaptive_floor=mode != "nofloor",
                          adaptive_probe=mode == "adaptive"))
     eng.reset()
@@ -154,7 +157,7 @@ def main() -> None:
     from localchat.engine.engine import Engine
     from localchat.engine.types import EngineConfig
 
-    modes = ["fixed", *[m.strip() for m in args.modes.split(",") if m.strip()]]
+    modes = ["fixed", *[m.strip() for m in args.modes.split(",") if m.strip()], "off"]
     prompts = [p for p in select(prompts_from(args.prompts), args.category, args.limit) if not p.schema]
     cfg = EngineConfig(args.model, draft_path=args.draft, n_ctx=2048, use_profile=False,
                        calibrate=not args.fresh, state_memory_bytes=0, n_threads=args.threads,
@@ -170,8 +173,8 @@ def main() -> None:
             got = {m: run(eng, p.prompt, m, args.max_tokens) for m in order}
             fixed_tps = got["fixed"][0]
             print(f"{p.category:8s} {p.id}: auto:{FIXED} {fixed_tps:.2f} tok/s, acceptance length "
-                  f"{got['fixed'][3]:.2f}", flush=True)
-            for m in modes[1:]:
+                  f"{got['fixed'][3]:.2f}; plain {got['off'][0]:.2f} tok/s", flush=True)
+            for m in modes[1:-1]:
                 tps, tokens, steps, _ = got[m]
                 report(m, steps, tps, fixed_tps, tokens)
                 every[m] += steps
@@ -181,7 +184,9 @@ def main() -> None:
                 totals[m][1] += tokens / tps if tps else 0.0
     print("\nall prompts")
     fixed_rate = totals["fixed"][0] / max(totals["fixed"][1], 1e-9)
-    for m in modes[1:]:
+    plain_rate = totals["off"][0] / max(totals["off"][1], 1e-9)
+    print(f"  plain {plain_rate:.2f} tok/s, auto:{FIXED} {fixed_rate:.2f}")
+    for m in modes[1:-1]:
         rate = totals[m][0] / max(totals[m][1], 1e-9)
         report(m, every[m], rate, fixed_rate, int(totals[m][0]))
 
