@@ -125,7 +125,7 @@ def run(eng: Engine, prompt: str, mode: str, max_tokens: int) -> tuple[float, in
     spec = (bench_mode("auto", FIXED).speculation if mode == "fixed"
             else bench_mode("off").speculation if mode == "off"
             else replace(bench_mode("adaptive", FIXED).speculation, adaptive_floor=mode != "nofloor",
-                         adaptive_probe=mode == "adaptive"))
+                         adaptive_previous=mode == "previous"))
     eng.reset()
     trace = DecisionTrace()
     eng.decision_trace = trace
@@ -148,7 +148,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--exact", action="store_true", help="identical text with a quantized target")
     ap.add_argument("--modes", default="nofloor,adaptive",
-                    help="adaptive runs beside auto:4: nofloor, noprobe (floor, no probe), adaptive")
+                    help="adaptive runs beside auto:4: nofloor, previous (the last release's), adaptive")
     ap.add_argument("--fresh", action="store_true",
                     help="no calibration at load (as `localchat bench --fresh`): costs learnt in the replies")
     args = ap.parse_args()

@@ -29,8 +29,8 @@ ROUTE_MARK = "@"
 OFF = "off"
 # The adaptive policy without its floor (the policy before issue 27), to measure the two side by side.
 NO_FLOOR = "adaptive-nofloor"
-# The adaptive policy without the probe that ends a pause (and without a short first pause).
-NO_PROBE = "adaptive-noprobe"
+# The adaptive policy as the last release had it (``SpeculationConfig.adaptive_previous``).
+PREVIOUS = "adaptive-previous"
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}
 
@@ -54,9 +54,9 @@ def bench_mode(
     if name == NO_FLOOR:
         spec = speculation_for_mode("adaptive", draft_tokens, p_min)
         return BenchMode(label or name, replace(spec, adaptive_floor=False))
-    if name == NO_PROBE:
+    if name == PREVIOUS:
         spec = speculation_for_mode("adaptive", draft_tokens, p_min)
-        return BenchMode(label or name, replace(spec, adaptive_probe=False))
+        return BenchMode(label or name, replace(spec, adaptive_previous=True))
     return BenchMode(label or name, speculation_for_mode(name, draft_tokens, p_min))
 
 

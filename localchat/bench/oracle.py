@@ -77,7 +77,7 @@ def oracle_rows(records: Sequence[BenchRecord], adaptive: str = ADAPTIVE) -> lis
 
 
 def _adaptive(mode: str) -> bool:
-    """An adaptive mode (``adaptive``, ``adaptive-nofloor``, ``adaptive-noprobe``): never a fixed choice
+    """An adaptive mode (``adaptive``, ``adaptive-nofloor``, ``adaptive-previous``): never a fixed choice
     for the oracle."""
     return mode.startswith(ADAPTIVE)
 

@@ -543,6 +543,11 @@ class AdaptivePolicy:
         if gain >= 1.0:
             self._backoff = 1
 
+    def _curve_known(self) -> bool:
+        """Whether the verification curve is measured well enough to judge the best case from."""
+        counts = self.cost.verify.counts
+        return self.cost.calibrated or sum(1 for b, n in counts.items() if b >= 2 and n >= 2) >= 3
+
     def _judge(self, gain: float, pause: bool) -> None:
         """Leave this conversation's measured verdict for the next ones; pause if it lost."""
         acceptance = self._acc_rate or 0.0
@@ -557,6 +562,12 @@ class AdaptivePolicy:
             # and the start of a reply is often unlike the rest (a sentence of its own before the
             # code or the list the drafter then guesses well). A wait of ``retry_tokens`` would cover
             # most replies; the probe that ends a short one judges the text as it is by then.
-            short = self.probe and self.floor and self.confident and not self._paused_once
+            # Only where the measured costs say the drafter can pay well at all: on a target where
+            # even its surest tokens barely pay, a second look costs more than a hard start loses.
+            # The curve must be known for that (calibrated, or passes of three sizes measured twice):
+            # a line through a pass or two makes every drafter look cheap.
+            best = self.cost.best_case_gain(self.source) if self._curve_known() else None
+            short = (self.probe and self.floor and self.confident and not self._paused_once
+                     and best is not None and best >= DRAFT_MODEL_MIN_BEST)
             self._paused_once = True
             self._pause(gain, acceptance, short=short)

@@ -350,16 +350,18 @@ class Engine:
         else:
             source = self.ngram.name
         variant = (("" if spec.adaptive_floor else " (no floor)")
-                   + ("" if spec.adaptive_probe else " (no probe)"))
+                   + (" (previous)" if spec.adaptive_previous else ""))
         key = (request.session, drafter.name + variant)
         policy = self._policies.get(key)
         if policy is None:
             if len(self._policies) >= 64:  # forget the oldest conversation
                 self._policies.pop(next(iter(self._policies)))
             policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident,
-                                    floor=spec.adaptive_floor, probe=spec.adaptive_probe)
+                                    floor=spec.adaptive_floor, probe=not spec.adaptive_previous)
             self._policies[key] = policy
         policy.trace = self.decision_trace
+        if isinstance(drafter, CombinedDrafter):
+            drafter.plan_lookups = not spec.adaptive_previous
         if spec.resume:
             policy.resume()
         return policy

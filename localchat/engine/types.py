@@ -143,9 +143,11 @@ class SpeculationConfig:
     # fastest (engine/adaptive.py, ``AdaptivePolicy.floor``). False: the policy before issue 27, for
     # benchmarks that compare the two side by side (``localchat bench --modes adaptive-nofloor``).
     adaptive_floor: bool = True
-    # Adaptive only: a pause ends with a probe, and a conversation's first pause is short
-    # (``AdaptivePolicy.probe``). False: the policy before them (``--modes adaptive-noprobe``).
-    adaptive_probe: bool = True
+    # Adaptive only: the policy as the last release had it, to measure the changes since side by side
+    # (``localchat bench --modes adaptive-previous``): no probe ending a pause, no short first pause
+    # (``AdaptivePolicy.probe``), lookup drafts of the combined drafter not planned against the costs
+    # (``CombinedDrafter.plan_lookups``).
+    adaptive_previous: bool = False
 
     def __post_init__(self) -> None:
         if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:

@@ -29,8 +29,8 @@ def test_adaptive_nofloor_is_adaptive_without_its_floor() -> None:
     assert nofloor.speculation == replace(plain.speculation, adaptive_floor=False)
 
 
-def test_adaptive_noprobe_is_adaptive_without_its_probe() -> None:
+def test_adaptive_previous_is_adaptive_as_the_last_release_had_it() -> None:
     plain = bench_mode("adaptive", 4)
-    noprobe = bench_mode("adaptive-noprobe", 4)
-    assert noprobe.name == "adaptive-noprobe" and plain.speculation.adaptive_probe
-    assert noprobe.speculation == replace(plain.speculation, adaptive_probe=False)
+    previous = bench_mode("adaptive-previous", 4)
+    assert previous.name == "adaptive-previous" and not plain.speculation.adaptive_previous
+    assert previous.speculation == replace(plain.speculation, adaptive_previous=True)

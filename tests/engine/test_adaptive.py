@@ -206,8 +206,8 @@ def test_the_stop_rule_matches_or_beats_every_fixed_length(pair: Pair, margin: f
 
 # -- auto-off --------------------------------------------------------------------------------
 def test_pauses_when_speculation_loses_and_probes_again_later() -> None:
-    losing = Pair(hopeless)
-    p = AdaptivePolicy(CostModel(), retry_tokens=32)
+    losing = Pair(hopeless, **F16_PAIR)
+    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=32)  # a known curve on which drafting pays
     steps = run_until_paused(p, losing)
     assert steps <= 20  # it does not take long to notice
     assert p.draft_length() == 0
@@ -216,7 +216,7 @@ def test_pauses_when_speculation_loses_and_probes_again_later() -> None:
     for wait, then in ((16, 32), (32, 64)):
         for _ in range(wait):  # plain steps count down the pause; then it probes again
             assert p.draft_length() == 0
-            p.observe(0, 0, 0.0, 0.08, "")
+            p.observe(0, 0, 0.0, 0.06, "")
         assert not p.paused and p.draft_length() > 0
         run_until_paused(p, losing)  # still losing: paused again, for the retry wait, then twice as long
         assert f"retrying in {then} tokens" in p.reason, p.reason
@@ -629,3 +629,17 @@ def test_a_reply_whose_start_is_hard_drafts_again_after_a_short_pause() -> None:
     long, drafted_long = reply(AdaptivePolicy(calibrated(F16_CURVE), probe=False))
     assert drafted_long == 0 or long < short
     assert short > 1.3 * long and drafted > 100, (short, long, drafted, drafted_long)
+
+
+def test_the_first_pause_is_short_only_where_the_drafter_can_pay_well() -> None:
+    """On a target where even the drafter's surest tokens barely pay (best case under 1.15x on the
+    measured costs), a second look at a reply costs more than a hard start loses: the first pause
+    is the full wait there. So it is where the curve is not yet known (a pass or two measured)."""
+    p = AdaptivePolicy(CostModel(), source="draft", retry_tokens=64)
+    run_until_paused(p, COMPUTE_BOUND)
+    best = p.cost.best_case_gain("draft")
+    assert best is not None and best < 1.15
+    assert "retrying in 64 tokens" in p.reason
+    unknown = AdaptivePolicy(CostModel(), retry_tokens=64)
+    run_until_paused(unknown, Pair(hopeless))
+    assert not unknown._curve_known() and "retrying in 64 tokens" in unknown.reason
