@@ -385,16 +385,10 @@ class CombinedDrafter:
     """Per step: n-gram lookup when the context repeats itself and lookup drafts have been
     accepted about as well as the model's in this reply, otherwise the draft model.
 
-    Lookup drafts are free to make but, on text that merely shares short phrases with the
+    Lookup drafts are free but, on text that merely shares short phrases with the
     prompt, often wrong; the model's are paid for but usually right. Both
     acceptance rates are tracked (``observe``), and lookup gets a retry now and
     then after it lost the lead, so it comes back when the reply starts copying.
-
-    A lookup draft is not free to verify: on a CPU a two-token verification pass can cost 1.7 times
-    a one-token one. Under a stop rule (adaptive speculation) each lookup draft is planned whole
-    against the measured costs (``StopRule.plan``), at the chance ``lookup_chance`` gives its tokens
-    (the match's prior, scaled by how this reply's lookups have fared), except the retry after lookup
-    lost the lead, which is drafted as found so that its verdict can bring lookup back.
     """
 
     RETRY_EVERY = 16
@@ -408,7 +402,6 @@ class CombinedDrafter:
         self.min_match = min_match
         self.name = f"{model.name} + n-gram"
         self.limit = self.MAX_LOOKUP  # set by the decode loop each step: context room, tokens left
-        self.plan_lookups = True  # under a stop rule (set per request: False is the last release's way)
         self._start_reply()
 
     def _start_reply(self) -> None:
@@ -440,46 +433,28 @@ class CombinedDrafter:
         matched = size >= self.min_match
         if matched:
             if self.ngram_rate >= self.model_rate - 0.1 or self._passed_over >= self.RETRY_EVERY:
-                retry = self._passed_over >= self.RETRY_EVERY
                 self._passed_over = 0
-                planned = stop if self.plan_lookups and not retry else None
-                draft = self._lookup(tokens, start, params, rng, planned, size)
+                draft = self._lookup(tokens, start, params, rng)
                 if draft is not None:
                     return draft
             else:
                 self._passed_over += 1
         draft = self.model.propose(tokens, n, params, rng, stop)
         if not draft.tokens and matched:
-            # The model found nothing worth drafting (its stop rule declined): a lookup draft
-            # costs no drafter pass, only its verification, which its plan weighs.
-            lookup = self._lookup(tokens, start, params, rng, stop if self.plan_lookups else None, size)
+            # The model found nothing worth drafting (its stop rule declined): a lookup
+            # draft costs only its verification, so it is better than a plain step.
+            lookup = self._lookup(tokens, start, params, rng)
             if lookup is not None:
                 lookup.catch_up_seconds = draft.catch_up_seconds
                 lookup.declined = draft.declined  # at position 0: judged whatever the lookup draft
                 return lookup
         return draft
 
-    def lookup_chance(self, size: int) -> float:
-        """The chance taken for each token of a lookup draft from a match of ``size`` tokens: the
-        match's prior (``match_confidence``) scaled by this reply's lookup acceptance against its
-        prior of 0.7 (copying replies go up to 0.95, prose that shares phrases falls)."""
-        return min(0.95, match_confidence(size) * self.ngram_rate / 0.7)
-
     def _lookup(self, tokens: Sequence[int], start: int, params: SamplingParams,
-                rng: np.random.Generator, stop: StopRule | None = None, size: int = 0) -> Draft | None:
+                rng: np.random.Generator) -> Draft | None:
         lookup_n = min(max(start, self._lookup_len), self.limit)
         draft = self.ngram.propose(tokens, lookup_n, params, rng)
-        if len(draft.tokens) < min(start, 2):
-            return None
-        if stop is not None:
-            chance = self.lookup_chance(size)
-            keep = stop.plan([chance] * len(draft.tokens), chances=True)
-            if keep <= 0:
-                return None
-            draft.tokens = draft.tokens[:keep]
-            draft.dists = draft.dists[:keep] if draft.dists is not None else None
-            draft.confidence = [chance] * keep
-        return draft
+        return draft if len(draft.tokens) >= min(start, 2) else None
 
     def observe(self, source: str, drafted: int, accepted: int) -> None:
         if drafted <= 0:

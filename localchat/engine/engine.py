@@ -360,8 +360,6 @@ class Engine:
                                     floor=spec.adaptive_floor, probe=not spec.adaptive_previous)
             self._policies[key] = policy
         policy.trace = self.decision_trace
-        if isinstance(drafter, CombinedDrafter):
-            drafter.plan_lookups = not spec.adaptive_previous
         if spec.resume:
             policy.resume()
         return policy

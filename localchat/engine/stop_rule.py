@@ -42,9 +42,8 @@ class StopRule(Protocol):
         """Pay one drafter pass (``decode_seconds``) to draft the token after ``position``?"""
         ...
 
-    def plan(self, confidences: Sequence[float], chances: bool = False) -> int:
-        """How many of these already known draft tokens to keep (0: none); ``chances``: the values
-        are already each token's chance of acceptance, not a confidence to calibrate."""
+    def plan(self, confidences: Sequence[float]) -> int:
+        """How many of these already known draft tokens to keep (0: none)."""
         ...
 
 
@@ -124,7 +123,7 @@ class CostStopRule:
                                           self.value, pays or floored, floored))
         return pays or floored
 
-    def plan(self, confidences: Sequence[float], chances: bool = False) -> int:
+    def plan(self, confidences: Sequence[float]) -> int:
         """For a draft whose tokens are all known before any is kept (lookup: free to make), how
         many of them to keep: the length whose expected extra tokens best pay for its longer
         verification, 0 when none does.
@@ -138,7 +137,7 @@ class CostStopRule:
             return 0
         best_k, best_gain, expected, p = 0, 0.0, 0.0, 1.0
         for k, conf in enumerate(confidences[:DRAFT_TOKENS_MAX], start=1):
-            p *= conf if chances else self.calibration.q(conf)
+            p *= self.calibration.q(conf)
             expected += p
             tv = self.cost.t_verify(k + 1)
             if tv is None:

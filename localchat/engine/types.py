@@ -145,8 +145,7 @@ class SpeculationConfig:
     adaptive_floor: bool = True
     # Adaptive only: the policy as the last release had it, to measure the changes since side by side
     # (``localchat bench --modes adaptive-previous``): no probe ending a pause, no short first pause
-    # (``AdaptivePolicy.probe``), lookup drafts of the combined drafter not planned against the costs
-    # (``CombinedDrafter.plan_lookups``).
+    # (``AdaptivePolicy.probe``).
     adaptive_previous: bool = False
 
     def __post_init__(self) -> None:

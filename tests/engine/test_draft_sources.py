@@ -72,43 +72,13 @@ def test_lookup_stands_in_when_the_model_finds_nothing_worth_drafting() -> None:
     for _ in range(5):  # lookup lost the lead in this reply: the model is asked first
         drafter.observe("n-gram", 4, 0)
     greedy, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
-    rule = _Plan(keep=4)
-    draft = drafter.propose(context, 16, greedy, rng, stop=rule)
+    draft = drafter.propose(context, 16, greedy, rng, stop=object())
     assert model.calls == 1
     assert draft.source == "n-gram" and draft.tokens == text[5:9]  # lookup's own start length
     assert draft.catch_up_seconds == 0.25  # the model's catch-up stays accounted for
-    # Planned against the costs like any lookup draft under a stop rule, at this reply's chance.
-    assert rule.chances and rule.asked == [[drafter.lookup_chance(5)] * 4]
-    assert draft.confidence == [drafter.lookup_chance(5)] * 4
-    # Where its verification would cost more than it is expected to earn: the model's empty draft.
-    assert drafter.propose(context, 16, greedy, rng, stop=_Plan(keep=0)).tokens == []
     # Without a match there is nothing to stand in: the model's empty draft (a plain step).
     other = [*text, 1, 2, 3]
-    assert drafter.propose(other, 16, greedy, rng, stop=_Plan(keep=4)).tokens == []
-
-
-def test_lookup_drafts_are_planned_under_a_stop_rule_except_the_retry_that_brings_lookup_back() -> None:
-    """A lookup draft costs its verification: on a CPU whose two-token pass costs 1.7 one-token ones a
-    spurious lookup in prose loses time, so under a stop rule it is planned like the model's drafts.
-    The retry after lookup lost the lead is drafted as found: its verdict is how lookup comes back."""
-    text = list(range(100, 140))
-    context = [*text, *text[:5]]
-    drafter = CombinedDrafter(ScriptedModel(), NgramDrafter())  # type: ignore[arg-type]
-    drafter.prefill(context, lambda: False)
-    greedy, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
-    refuse = _Plan(keep=0)
-    assert drafter.propose(context, 4, greedy, rng, stop=refuse).source == "model"
-    assert refuse.asked and refuse.chances
-    chance = drafter.lookup_chance(5)
-    for _ in range(3):  # lookup drafts rejected in this reply: its chance falls
-        drafter.observe("n-gram", 4, 0)
-    assert drafter.lookup_chance(5) < 0.6 * chance
-    assert drafter.lookup_chance(8) <= 0.95
-    for _ in range(CombinedDrafter.RETRY_EVERY):  # lookup lost the lead: the model drafts
-        assert drafter.propose(context, 4, greedy, rng, stop=refuse).source == "model"
-    asked = len(refuse.asked)
-    retry = drafter.propose(context, 4, greedy, rng, stop=refuse)
-    assert retry.source == "n-gram" and len(retry.tokens) == 4 and len(refuse.asked) == asked
+    assert drafter.propose(other, 16, greedy, rng, stop=object()).tokens == []
 
 
 class _Plan:
@@ -124,9 +94,8 @@ class _Plan:
     def look_further(self, position: int, decode_seconds: float) -> bool:
         raise AssertionError("a lookup draft is planned whole")
 
-    def plan(self, confidences: Sequence[float], chances: bool = False) -> int:
+    def plan(self, confidences: Sequence[float]) -> int:
         self.asked.append(list(confidences))
-        self.chances = chances
         return self.keep
 
 
