@@ -246,7 +246,7 @@ class AdaptivePolicy:
             # drafter's surest tokens cannot pay on it, start paused instead of learning at a loss.
             best = self.cost.best_case_gain(self.source)
             if best is not None and best < CANNOT_PAY:
-                self._pause_at_most(best, first=self.probe and self.floor)
+                self._pause_at_most(best, first=self._probes)
                 return
         verdict = self.cost.losing_verdict(self.source)
         if verdict is not None and self.cost.ready():
@@ -428,7 +428,7 @@ class AdaptivePolicy:
                 self._paused_left -= 1
                 if self._paused_left == 0:
                     self._fresh_window()  # probe again with fresh evidence
-                    if self.probe and self.floor and self.confident:
+                    if self._probes:
                         self._probe_left = self.probe_steps
             return
         # The drafter was asked. Even a step where it drafted nothing (nothing was worth
@@ -482,26 +482,29 @@ class AdaptivePolicy:
         ``first_probe_tokens`` without doubling."""
         self._cost_pause = False
         self._probe_left = 0
-        tokens = self.first_probe_tokens if short else self.retry_tokens * self._backoff
+        tokens = self._wait(short)
         self._reason = (
             f"speculation paused: {gain:.2f}x at acceptance {acceptance:.2f}; retrying in {tokens} tokens"
         )
-        self._paused_left = tokens
         self._pause_gain = gain
-        if not short:
-            self._backoff = min(self._backoff * 2, 8)
 
     def _pause_at_most(self, best: float, first: bool = False) -> None:
         """Pause on the costs alone: even the drafter's surest tokens cannot pay on them. The first
         such pause of a conversation is short (``first_probe_tokens``): the costs may have been
         measured through a busy moment, and the probe that ends it measures again."""
-        tokens = self.first_probe_tokens if first else self.retry_tokens * self._backoff
+        tokens = self._wait(first)
         self._reason = (f"speculation paused: on this machine's measured costs the drafter can reach "
                         f"{best:.2f}x at best; retrying in {tokens} tokens")
-        self._paused_left = tokens
         self._cost_pause = True
-        if not first:
+
+    def _wait(self, short: bool) -> int:
+        """Start a pause's wait and return its plain tokens: ``first_probe_tokens``, or ``retry_tokens``
+        doubled after each such wait."""
+        tokens = self.first_probe_tokens if short else self.retry_tokens * self._backoff
+        self._paused_left = tokens
+        if not short:
             self._backoff = min(self._backoff * 2, 8)
+        return tokens
 
     def _end_probe(self) -> None:
         """The probe's steps are judged. Speculation goes on where its verdicts prove a fixed length
@@ -543,6 +546,12 @@ class AdaptivePolicy:
         if gain >= 1.0:
             self._backoff = 1
 
+    @property
+    def _probes(self) -> bool:
+        """Pauses end with a probe (it drafts under the floor's rule, so the floor and a drafter's
+        confidence are needed)."""
+        return self.probe and self.floor and self.confident
+
     def _curve_known(self) -> bool:
         """Whether the verification curve is measured well enough to judge the best case from."""
         counts = self.cost.verify.counts
@@ -567,7 +576,7 @@ class AdaptivePolicy:
             # The curve must be known for that (calibrated, or passes of three sizes measured twice):
             # a line through a pass or two makes every drafter look cheap.
             best = self.cost.best_case_gain(self.source) if self._curve_known() else None
-            short = (self.probe and self.floor and self.confident and not self._paused_once
-                     and best is not None and best >= DRAFT_MODEL_MIN_BEST)
+            short = (self._probes and not self._paused_once and best is not None
+                     and best >= DRAFT_MODEL_MIN_BEST)
             self._paused_once = True
             self._pause(gain, acceptance, short=short)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import struct
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from localchat.engine.rpc_wire import PROTOCOL_VERSION, Endpoint
-from tests.engine.rpc_workers import require_rpc, serve_loopback, start_worker
+from tests.engine.rpc_workers import hello_answer, read_hello, require_rpc, serve_loopback, start_worker
 
 pytestmark = pytest.mark.slow
 
@@ -109,13 +108,8 @@ def rude_worker() -> Iterator[Endpoint]:
     """Something on 127.0.0.1 that answers every HELLO as a worker of this version does, then hangs up."""
     def greet(conn: socket.socket) -> None:
         with conn:
-            data = b""
-            while len(data) < 1 + 8 + 24:
-                chunk = conn.recv(64)
-                if not chunk:
-                    break
-                data += chunk
-            conn.sendall(struct.pack("<Q", 28) + bytes([*PROTOCOL_VERSION, 0]) + bytes(24))
+            read_hello(conn)
+            conn.sendall(hello_answer(*PROTOCOL_VERSION))
 
     server, endpoint = serve_loopback(greet)
     yield endpoint

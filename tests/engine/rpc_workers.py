@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -66,3 +67,22 @@ def serve_loopback(handle: Callable[[socket.socket], None]) -> tuple[socket.sock
 
     threading.Thread(target=serve, daemon=True).start()
     return server, Endpoint("127.0.0.1", server.getsockname()[1])
+
+
+HELLO_BYTES = 1 + 8 + 24  # a client's HELLO: the command, its payload's size, the payload
+
+
+def read_hello(conn: socket.socket) -> bytes:
+    """What a client sends first, up to a whole HELLO (less where it hangs up first)."""
+    data = b""
+    while len(data) < HELLO_BYTES:
+        chunk = conn.recv(64)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def hello_answer(major: int, minor: int, patch: int) -> bytes:
+    """A worker's answer to HELLO, giving that protocol version."""
+    return struct.pack("<Q", 28) + bytes([major, minor, patch, 0]) + bytes(24)

@@ -20,6 +20,7 @@ from localchat.engine.rpc_wire import (
     parse_endpoints,
     probe,
 )
+from tests.engine.rpc_workers import HELLO_BYTES, hello_answer, read_hello
 
 
 def test_parse_endpoint_forms() -> None:
@@ -56,12 +57,9 @@ def _peer(reply: bytes | None) -> Iterator[Endpoint]:
         except OSError:  # the test ended before a client came
             return
         with conn:
-            data = b""
-            while len(data) < 1 + 8 + 24:
-                chunk = conn.recv(64)
-                if not chunk:
-                    return
-                data += chunk
+            data = read_hello(conn)
+            if len(data) < HELLO_BYTES:
+                return
             assert data[0] == 14 and struct.unpack("<Q", data[1:9])[0] == 24
             if reply is not None:
                 conn.sendall(reply)
@@ -74,18 +72,14 @@ def _peer(reply: bytes | None) -> Iterator[Endpoint]:
     srv.close()
 
 
-def _hello(major: int, minor: int, patch: int) -> bytes:
-    return struct.pack("<Q", 28) + bytes([major, minor, patch, 0]) + bytes(24)
-
-
 def test_probe_ready() -> None:
-    for ep in _peer(_hello(*PROTOCOL_VERSION)):
+    for ep in _peer(hello_answer(*PROTOCOL_VERSION)):
         result = probe(ep)
         assert result.status is ProbeStatus.READY and result.version == PROTOCOL_VERSION
 
 
 def test_probe_names_both_versions_when_they_differ() -> None:
-    for ep in _peer(_hello(PROTOCOL_VERSION[0] + 1, 0, 0)):
+    for ep in _peer(hello_answer(PROTOCOL_VERSION[0] + 1, 0, 0)):
         result = probe(ep)
         assert result.status is ProbeStatus.VERSION_MISMATCH
         sentence = result.sentence()
@@ -115,5 +109,5 @@ def test_probe_and_first_gone_on_a_closed_port() -> None:
     result = probe(dead)
     assert result.status is ProbeStatus.UNREACHABLE
     assert str(dead) in result.sentence() and "localchat worker" in result.sentence()
-    for live in _peer(_hello(*PROTOCOL_VERSION)):
+    for live in _peer(hello_answer(*PROTOCOL_VERSION)):
         assert first_gone([live, dead]) == dead
