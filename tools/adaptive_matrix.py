@@ -22,7 +22,9 @@ Targets other than the cached F16 and Q4_K_M files are made locally with engine/
 from the F16 file (Q8_0), into ~/.cache/localchat/test-models; a Q8_0 drafter the same way from the
 Q4_K_M drafter (its quality is the Q4 file's; its costs are Q8's, which is what a cell varies).
 Timings on a shared machine are noisy: only the ratios inside one cell (modes interleaved per prompt)
-count.
+count. Where the bench measured the machine's costs in the run, each cell is printed a second time
+as ``CELL~model``: every run's steps (verification batches, drafter passes) timed on that one curve
+(localchat/bench/modelled.py), which tells the policies apart from the machine's changes of speed.
 """
 
 from __future__ import annotations
@@ -80,13 +82,16 @@ def bench(target: Path, draft: Path, threads: int, args: argparse.Namespace, out
     return data
 
 
-def seconds_per_token(recs: list[dict[str, Any]]) -> float:
-    return float(sum(r["seconds"] for r in recs) / max(1, sum(r["tokens"] for r in recs)))
+def seconds_per_token(recs: list[dict[str, Any]], key: str = "seconds") -> float:
+    return float(sum(r[key] for r in recs) / max(1, sum(r["tokens"] for r in recs)))
 
 
-def summarise(data: dict[str, Any]) -> list[tuple[str, str, float, float, float, float, str, str]]:
+def summarise(data: dict[str, Any], key: str = "seconds") -> list[tuple[str, str, float, float, float, float,
+                                                                       str, str]]:
     """Per category (and all): (category, adaptive mode, / best fixed per prompt, / best single fixed,
-    / auto:4, / plain, best single fixed mode, same text)."""
+    / auto:4, / plain, best single fixed mode, same text), on the records' ``key``: their measured
+    seconds, or ``modelled_seconds`` (each run's steps on the curve measured in the run,
+    localchat/bench/modelled.py)."""
     recs = [r for r in data["records"] if r["tokens"] > 0]
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in recs:
@@ -99,8 +104,8 @@ def summarise(data: dict[str, Any]) -> list[tuple[str, str, float, float, float,
         mine = [i for i in ids if cat in ("all", cat_of[i])]
         # Each prompt weighs alike: mean seconds per token over the category's prompts.
         def cost(mode: str, mine: list[str] = mine) -> float:
-            return sum(seconds_per_token(by[(i, mode)]) for i in mine) / len(mine)
-        oracle = sum(min(seconds_per_token(by[(i, m)]) for m in fixed if by[(i, m)])
+            return sum(seconds_per_token(by[(i, mode)], key) for i in mine) / len(mine)
+        oracle = sum(min(seconds_per_token(by[(i, m)], key) for m in fixed if by[(i, m)])
                      for i in mine) / len(mine)
         single = {m: cost(m) for m in fixed if all(by[(i, m)] for i in mine)}
         best = min(single, key=lambda m: single[m])
@@ -153,15 +158,18 @@ def main() -> None:
                     data = bench(target, draft, th, args, json_dir / f"{name}.json", fresh, cell_env)
                     for row in summarise(data):
                         rows.append((name, *row))
+                    if "costs" in data:
+                        for row in summarise(data, "modelled_seconds"):
+                            rows.append((f"{name}~model", *row))
                     print_rows(rows)
     print(f"\nJSON per cell in {json_dir}")
 
 
 def print_rows(rows: list[tuple[Any, ...]]) -> None:
-    print(f"\n{'cell':22s} {'category':9s} {'mode':17s} {'/best':>6s} {'/1fix':>6s} {'/auto4':>7s} "
+    print(f"\n{'cell':26s} {'category':9s} {'mode':17s} {'/best':>6s} {'/1fix':>6s} {'/auto4':>7s} "
           f"{'/plain':>7s} {'best single':>11s} {'same':>6s}")
     for cell, cat, mode, oracle, single, a4, plain, best, same in rows:
-        print(f"{cell:22s} {cat:9s} {mode:17s} {oracle:6.3f} {single:6.3f} {a4:7.3f} {plain:7.3f} "
+        print(f"{cell:26s} {cat:9s} {mode:17s} {oracle:6.3f} {single:6.3f} {a4:7.3f} {plain:7.3f} "
               f"{best:>11s} {same:>6s}")
     sys.stdout.flush()
 

@@ -2,12 +2,14 @@
 
     python tools/adaptive_trace.py --model T.gguf --draft D.gguf [--prompts heldout] [--category code]
         [--limit 2] [--max-tokens 64] [--threads N] [--exact] [--modes nofloor,adaptive] [--fresh]
+        [--fixed 4] [--steps]
 
-Each prompt runs, interleaved in one process, as a new conversation: with the fixed length 4
-(``auto:4``, the fixed choice the issue compares with) and under the adaptive policy with its
-decisions recorded (engine/decision_trace.py), without the floor (``nofloor``, the policy before
-issue 27) and with it (``adaptive``). The costs come from a calibration at load, as on a fresh install
-(profiles go to a temporary folder, never the user's); plain decoding runs beside them for reference.
+Each prompt runs, interleaved in one process, as a new conversation: with a fixed length
+(``--fixed``, 4 by default: ``auto:4``, the fixed choice the issue compares with) and under the
+adaptive policy with its decisions recorded (engine/decision_trace.py), without the floor
+(``nofloor``, the policy before issue 27) and with it (``adaptive``). The costs come from a
+calibration at load, as on a fresh install (profiles go to a temporary folder, never the user's);
+plain decoding runs beside them for reference.
 Printed per run, then over all runs of a mode:
 
 - speed: tokens/s, against ``auto:4`` run beside it, and tokens per verification step;
@@ -19,7 +21,9 @@ Printed per run, then over all runs of a mode:
   measured verification curve t(k)/t(1); a prediction far from 1 misprices every token;
 - stops: why each draft ended short of 4 tokens (a token the rule did not take, a look it did not
   pay for, the draft model's end), and how often the token after such a draft was accepted anyway;
-- pauses: steps paused, steps that skipped the look, plain steps that measure plain speed.
+- pauses: steps paused, steps that skipped the look, plain steps that measure plain speed;
+- with ``--steps``, every step: its state, the floor, drafted and accepted tokens, the rule's chance
+  for each token it weighed (``*`` kept by the floor, ``x`` refused) and the window's speed-up.
 
 Prompts are those of ``--prompts`` (a shipped set's name or a file); the second held-out set
 (``heldout2``) is for benchmarks only, never for this diagnosis.
@@ -94,6 +98,10 @@ def report(name: str, steps: Sequence[StepRecord], tps: float, fixed_tps: float,
     t1 = statistics.median(by_size[1]) if 1 in by_size else None
     curve = ", ".join(f"t({k})={statistics.median(v) / t1:.2f}" for k, v in sorted(by_size.items())
                       if t1 and k > 1)
+    inside = sum(s.draft_s + s.verify_s for s in steps)
+    total = tokens / tps if tps else 0.0
+    print(f"    time        steps' own seconds {inside:.2f} of {total:.2f} s"
+          f" ({inside / total if total else 0:.0%}): the rest is the drafter catching up, sampling, I/O")
     print(f"    costs       verify measured/predicted {statistics.median(ratios_v) if ratios_v else 0:.2f}"
           f" (n={len(ratios_v)}), drafter {statistics.median(ratios_d) if ratios_d else 0:.2f}"
           f" (n={len(ratios_d)}); t(1)={t1 * 1000 if t1 else 0:.0f} ms, {curve}")
@@ -113,6 +121,16 @@ def report(name: str, steps: Sequence[StepRecord], tps: float, fixed_tps: float,
     reasons_paused = {s.reason for s in steps if s.reason}
     if reasons_paused:
         print(f"    paused      {'; '.join(sorted(reasons_paused))}")
+
+
+def print_steps(steps: Sequence[StepRecord]) -> None:
+    """One line per step: state, floor, drafted/accepted, the chances weighed, the window's gain."""
+    for s in steps:
+        marks = " ".join(f"{d.chance:.2f}{'*' if d.floor else '' if d.kept else 'x'}"
+                         for d in s.decisions if d.kind == "take")
+        gain = f"{s.gain:.2f}" if s.gain is not None else "-"
+        print(f"      {s.index:3d} {s.state:6s} floor {s.floor} {s.accepted}/{s.drafted} gain {gain}"
+              f"  {marks}")
 
 
 def run(eng: Engine, prompt: str, mode: str, max_tokens: int) -> tuple[float, int, list[StepRecord], float]:
@@ -138,6 +156,7 @@ def run(eng: Engine, prompt: str, mode: str, max_tokens: int) -> tuple[float, in
 
 
 def main() -> None:
+    global FIXED
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--draft", required=True)
@@ -149,9 +168,12 @@ def main() -> None:
     ap.add_argument("--exact", action="store_true", help="identical text with a quantized target")
     ap.add_argument("--modes", default="nofloor,adaptive",
                     help="adaptive runs beside auto:4: nofloor, previous (the last release's), adaptive")
+    ap.add_argument("--fixed", type=int, default=FIXED, help="the fixed length run beside (auto:N)")
+    ap.add_argument("--steps", action="store_true", help="print every step of the adaptive runs")
     ap.add_argument("--fresh", action="store_true",
                     help="no calibration at load (as `localchat bench --fresh`): costs learnt in the replies")
     args = ap.parse_args()
+    FIXED = args.fixed
     os.environ.setdefault("LOCALCHAT_PROFILES_DIR", tempfile.mkdtemp())  # never the user's profiles
     from localchat.bench.prompts import prompts_from, select
     from localchat.engine.engine import Engine
@@ -177,6 +199,8 @@ def main() -> None:
             for m in modes[1:-1]:
                 tps, tokens, steps, _ = got[m]
                 report(m, steps, tps, fixed_tps, tokens)
+                if args.steps:
+                    print_steps(steps)
                 every[m] += steps
             for m in modes:
                 tps, tokens, _, _ = got[m]

@@ -17,6 +17,10 @@ The JSON report (schema ``localchat-bench/1``, documented in docs/BENCHMARKS.md)
                adaptive and fixed modes only; see bench/oracle.py)
      "oracle_prompts": [{id, category, best_mode, best_tokens_per_s, adaptive_tokens_per_s,
                          adaptive_vs_oracle}],
+     "costs": {verify_s: {batch: seconds}, draft_pass_s}  (the curve measured at the start and end of
+              the run; each record then has "modelled_seconds", and "oracle_modelled" is "oracle" on
+              them: bench/modelled.py),
+     "oracle_modelled": [as "oracle"],
      "routes": [{route: "api", client: "openai", server_tokens_per_s: {mode: x},
                  first_turn_ttft_ms, follow_up_ttft_ms},
                 {route: "rpc+5ms", delay_ms, round_trip_ms}]  (``localchat bench --through-api`` or
@@ -34,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from localchat.bench.modelled import CostCurve, modelled_records, modelled_seconds
 from localchat.bench.modes import BenchMode, is_off, off_labels
 from localchat.bench.oracle import oracle_rows, oracle_summary
 from localchat.bench.prompts import BenchPrompt
@@ -113,6 +118,9 @@ class BenchReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     # Of the benchmark process, which ran the models (a route's engine process aside); None if unknown.
     peak_rss_mb: float | None = None
+    # This machine's verification curve and drafter pass, measured in the run (bench/modelled.py); None
+    # where the engine could not measure them (no draft model, a route, a machine too busy).
+    costs: CostCurve | None = None
 
     def summary(self) -> list[SummaryRow]:
         rows: list[SummaryRow] = []
@@ -199,16 +207,26 @@ def report_json(report: BenchReport, meta: dict[str, object], *, complete: bool 
     """The report in the one JSON schema (``SCHEMA``, see the module docstring)."""
     out: dict[str, object] = {"schema": SCHEMA, "complete": complete, **meta}
     out["peak_rss_mb"] = None if report.peak_rss_mb is None else round(report.peak_rss_mb, 1)
-    out["records"] = [
-        {**row.record.as_json(), "speedup_vs_off": None if row.speedup is None else round(row.speedup, 3)}
-        for row in result_rows(report.records)
-    ]
+    costs = report.costs
+    records: list[dict[str, object]] = []
+    for row in result_rows(report.records):
+        speedup = None if row.speedup is None else round(row.speedup, 3)
+        data = {**row.record.as_json(), "speedup_vs_off": speedup}
+        if costs is not None:
+            data["modelled_seconds"] = round(modelled_seconds(row.record.stats, costs), 4)
+        records.append(data)
+    out["records"] = records
     out["summary"] = [s.as_json() for s in report.summary()]
     out["skipped"] = [{"id": pid, "reason": why} for pid, why in report.skipped]
     rows = oracle_rows(report.records)
     if rows:
         out["oracle"] = [s.as_json() for s in oracle_summary(report.records)]
         out["oracle_prompts"] = [r.as_json() for r in rows]
+    if costs is not None:
+        out["costs"] = costs.as_json()
+        if rows:
+            out["oracle_modelled"] = [s.as_json() for s in oracle_summary(modelled_records(report.records,
+                                                                                             costs))]
     return out
 
 

@@ -16,15 +16,20 @@ BenchEngine (the local API, the target split over workers behind a slow link),
 interleaved with the others prompt by prompt, and compared with plain decoding on
 its own route. Where a route gives no token ids (the API), "same text" compares the
 texts.
+
+An engine that can measure its costs (``MeasuresCosts``: the bench's own, with a draft model) does so
+after the warm-up and again after the last run; the report's ``costs`` then model every run's time
+on one curve (bench/modelled.py), which tells the policies' decisions apart from the machine's noise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from localchat.bench.memory import peak_rss_mb
+from localchat.bench.modelled import MEASURE_BUDGET_S, MEASURED_SIZES, CostCurve, merged
 from localchat.bench.modes import BenchMode, is_off, off_labels
 from localchat.bench.prompts import BenchPrompt
 from localchat.bench.report import BenchRecord, BenchReport, first_mismatch
@@ -41,6 +46,9 @@ from localchat.engine.types import (
     TokenEvent,
 )
 
+if TYPE_CHECKING:
+    from localchat.engine.profile import CalibrationReport
+
 
 class BenchEngine(Protocol):
     """What the runner needs from localchat.engine.engine.Engine."""
@@ -53,6 +61,27 @@ class BenchEngine(Protocol):
         on_event: Callable[[TokenEvent], None] | None = None,
         should_cancel: Callable[[], bool] | None = None,
     ) -> GenerationResult: ...
+
+
+@runtime_checkable
+class MeasuresCosts(Protocol):
+    """An engine that can time its verification curve and drafter (``Engine.measure_costs``)."""
+
+    def measure_costs(self, sizes: tuple[int, ...], budget_s: float) -> CalibrationReport | None: ...
+
+
+def measured_costs(engine: object, before: CalibrationReport | None = None) -> tuple[
+        CalibrationReport | None, CostCurve | None]:
+    """Measure ``engine``'s costs now (None where it cannot); with ``before``, the curve of both
+    measurements (their fastest passes), else of this one."""
+    if not isinstance(engine, MeasuresCosts):
+        return None, None
+    try:
+        now = engine.measure_costs(MEASURED_SIZES, MEASURE_BUDGET_S)
+    except EngineError:
+        return None, None
+    reports = [r for r in (before, now) if r is not None and not r.disturbed]
+    return now, merged([(r.verify_s, r.draft_token_s) for r in reports])
 
 
 def constraint_of(prompt: BenchPrompt) -> OutputConstraint | None:
@@ -87,7 +116,13 @@ def run_bench(
     if missing:
         raise ValueError(f"no engine for the route(s) {', '.join(missing)}")
     route_of = {m.name: (routes or {})[m.route] if m.route else engine for m in modes}
+    # Measured only with modes to compare on the bench's own engine and a warm-up (a short test run
+    # needs none of it).
+    measure = warmup and any(not m.route for m in modes) and len(modes) > 1
+    before, _ = measured_costs(engine) if measure else (None, None)
     report = _run(route_of, prompts, modes, max_tokens, on_record, should_cancel, warmup, repeat)
+    if measure and report.records:
+        _, report.costs = measured_costs(engine, before)
     report.peak_rss_mb = peak_rss_mb()
     return report
 

@@ -95,6 +95,7 @@ def parse_modes(spec: str, args: argparse.Namespace) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from localchat.bench.modelled import modelled_records
     from localchat.bench.oracle import oracle_summary
     from localchat.bench.prompts import BenchError, prompts_from, select
     from localchat.bench.report import report_json
@@ -171,13 +172,15 @@ def run(args: argparse.Namespace) -> int:
         shares = f" {row.forced_share * 100:6.1f}% {row.grammar_share * 100:7.2f}%" if grammar else ""
         print(f"{row.category:10s} {row.mode:{w}s} {row.tokens_per_s:8.2f} {sp} {row.acceptance_length:8.2f} "
               f"{row.acceptance_rate:8.2f} {row.matches_off:>11s}{shares}")
-    oracle = oracle_summary(report.records)
-    if oracle:
-        print()
-        print(f"{'category':10s} {'adaptive/oracle':>15s} {'best fixed':>10s} {'beats every fixed':>18s}")
-        for o in oracle:
-            beats = "yes" if o.beats_every_fixed else "no"
-            print(f"{o.category:10s} {o.ratio:14.3f}x {o.best_fixed_mode:>10s} {beats:>18s}")
+    _print_oracle(oracle_summary(report.records), "measured")
+    if report.costs is not None:
+        curve = report.costs
+        t1 = curve.t(1)
+        print(f"\ncosts measured in the run: plain pass {t1 * 1000:.1f} ms, drafter pass "
+              f"{curve.pass_s / t1:.2f}x, verification t(k)/t(1) "
+              + " ".join(f"{b}:{s / t1:.2f}" for b, s in sorted(curve.verify_s.items()) if b > 1))
+        _print_oracle(oracle_summary(modelled_records(report.records, curve)),
+                      "modelled on those costs (each run's steps; bench/modelled.py)")
     bench_routes.print_routes(report, modes, routes)
     if report.peak_rss_mb is not None:
         print(f"peak RSS {report.peak_rss_mb:.0f} MiB")
@@ -193,6 +196,16 @@ def run(args: argparse.Namespace) -> int:
     if failure is not None:
         return fail(failure)
     return 0
+
+
+def _print_oracle(oracle: list[Any], what: str) -> None:
+    if not oracle:
+        return
+    print(f"\n{'category':10s} {'adaptive/oracle':>15s} {'best fixed':>10s} {'beats every fixed':>18s}"
+          f"  ({what})")
+    for o in oracle:
+        beats = "yes" if o.beats_every_fixed else "no"
+        print(f"{o.category:10s} {o.ratio:14.3f}x {o.best_fixed_mode:>10s} {beats:>18s}")
 
 
 def _loaded_line(config: Any, info: Any, draft_problem: str) -> str:

@@ -57,6 +57,9 @@ class Draft:
     # Time spent catching the drafter up on a long stretch it did not see (after a
     # pause or n-gram drafts): paid once, so it is kept out of per-step cost figures.
     catch_up_seconds: float = 0.0
+    # Single-token drafter passes this draft paid for (looks at a next token; a catch-up batch is timed
+    # in ``catch_up_seconds`` instead): what a benchmark models the drafter's cost from (bench/modelled.py).
+    passes: int = 0
     # The draft model's top probability for each drafted token (its confidence).
     confidence: list[float] = field(default_factory=list)
     declined: Declined | None = None
@@ -215,9 +218,11 @@ class ModelDrafter:
         self.name = name
         self.p_min = p_min
         self.decode_seconds: float | None = None  # moving average of one single-token pass
+        self._passes = 0  # short passes of the draft being made
 
     def _timed(self, run: Callable[[], object]) -> None:
         """Run one short drafter pass (a token or two) and fold its time into ``decode_seconds``."""
+        self._passes += 1
         t0 = time.perf_counter()
         run()
         dt = time.perf_counter() - t0
@@ -244,6 +249,7 @@ class ModelDrafter:
         if n <= 0:
             return Draft(source=self.name)
         catch_up = 0.0
+        self._passes = 0
         behind = len(tokens) - common_prefix(ctx.tokens, tokens)
         if behind > self.CATCH_UP:
             t0 = time.perf_counter()
@@ -290,7 +296,7 @@ class ModelDrafter:
             if stop is not None and not stop.look_further(i, self.decode_seconds or float("inf")):
                 break
             self._decode_one(tok)
-        return Draft(out, dists, self.name, catch_up, confs, declined)
+        return Draft(out, dists, self.name, catch_up, self._passes, confs, declined)
 
     def close(self) -> None:
         self.ctx.close()
@@ -446,6 +452,7 @@ class CombinedDrafter:
             lookup = self._lookup(tokens, start, params, rng)
             if lookup is not None:
                 lookup.catch_up_seconds = draft.catch_up_seconds
+                lookup.passes = draft.passes
                 lookup.declined = draft.declined  # at position 0: judged whatever the lookup draft
                 return lookup
         return draft

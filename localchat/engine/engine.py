@@ -51,7 +51,7 @@ from localchat.engine.errors import (
 )
 from localchat.engine.grammar import GrammarCompiler
 from localchat.engine.placement import Placement, split_target
-from localchat.engine.profile import PairProfile, profile_for
+from localchat.engine.profile import CalibrationReport, PairProfile, calibrate, profile_for
 from localchat.engine.rpc_wire import WorkerAddressError, parse_endpoint
 from localchat.engine.speculative import DecodeLoop
 from localchat.engine.state_cache import DiskStates, StateCache, model_key
@@ -290,6 +290,20 @@ class Engine:
         curve = tuple((size, avg) for size, (avg, _n) in sorted(self.cost.verify.points.items()))
         gpus = sum(d.total for d in local_accelerators()) if self.backend != "CPU" else 0
         return MeasuredCosts(curve, self.cost.draft_token_s.get(md.name), gpus or None)
+
+    def measure_costs(self, sizes: tuple[int, ...], budget_s: float) -> CalibrationReport | None:
+        """Time verification passes of ``sizes`` tokens and the draft model's passes now, as the
+        calibration at load does, into a scratch cost model (the engine's own is untouched): what a
+        benchmark models each run's time from (bench/modelled.py). Both caches are empty afterwards.
+        None without a draft model or in a context too small to measure in."""
+        md, cfg = self.model_drafter, self.config
+        if md is None:
+            return None
+        cpu = self.info.n_threads if self.backend == "CPU" and not cfg.rpc_servers else None
+        try:
+            return calibrate(self.target, md.ctx, CostModel(), md.name, cpu, budget_s, sizes)
+        finally:
+            self.reset()
 
     # -- speculation choice -------------------------------------------------------
     def _choose_drafter(self, spec: SpeculationConfig) -> tuple[DraftSource | None, SpeculationState]:

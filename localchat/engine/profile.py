@@ -40,7 +40,7 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -294,7 +294,7 @@ class CalibrationReport:
 
 def calibrate(
     target: Context, drafter: Context, cost: CostModel, source: str, cpu_threads: int | None = None,
-    budget_s: float = 2.5,
+    budget_s: float = 2.5, sizes: Sequence[int] = CALIBRATION_SIZES,
 ) -> CalibrationReport | None:
     """Time verification passes of 1-16 tokens and a few drafter steps; feed them to ``cost``.
 
@@ -305,8 +305,9 @@ def calibrate(
     was slowed by another program and does not count; a size without an
     undisturbed pass, or passes beyond ``budget_s``, leave ``cost`` untouched
     (``disturbed`` says why): the policy then learns as it goes, as before.
+    ``sizes``: the batches timed, in the order of a round (a benchmark times every draft length).
     """
-    need = _CONTEXT_TOKENS + max(CALIBRATION_SIZES)
+    need = _CONTEXT_TOKENS + max(sizes)
     if min(target.n_ctx, drafter.n_ctx) < need + 8 or min(target.n_batch, drafter.n_batch) < need:
         return None
     tokens = target.model.tokenize(_CALIBRATION_TEXT, add_special=False)
@@ -334,7 +335,7 @@ def calibrate(
         begun = time.perf_counter()
         deadline = begun + budget_s
         ahead = tokens[_CONTEXT_TOKENS:]
-        rounds = [size for _round in range(MAX_ROUNDS) for size in CALIBRATION_SIZES]
+        rounds = [size for _round in range(MAX_ROUNDS) for size in sizes]
         clean_in_round = slowed = 0
         for i, size in enumerate(rounds):
             if time.perf_counter() > deadline:
@@ -350,15 +351,15 @@ def calibrate(
                 slowed += 1
                 if slowed > MAX_SLOWED:
                     break  # the machine is busy: what it measures now is not worth its time
-            if (i + 1) % len(CALIBRATION_SIZES) == 0:  # a round done: another only if it looks disturbed
+            if (i + 1) % len(sizes) == 0:  # a round done: another only if it looks disturbed
                 measured = {b: min(v) for b, v in passes.items()}
-                if len(measured) == len(set(CALIBRATION_SIZES)) and plausible(measured):
+                if len(measured) == len(set(sizes)) and plausible(measured):
                     break
-                if 2 * clean_in_round < len(CALIBRATION_SIZES):
+                if 2 * clean_in_round < len(sizes):
                     break  # most passes slowed: the machine is busy, another round would be too
                 clean_in_round = 0
         greedy = SamplingParams()
-        complete = len(passes) == len(set(CALIBRATION_SIZES))
+        complete = len(passes) == len(set(sizes))
         for tok in ahead[:DRAFTER_STEPS] if complete else []:  # not worth timing after a failed curve
             t0 = time.perf_counter()
             seconds, clean = timed(drafter, [tok], "last")
@@ -376,8 +377,8 @@ def calibrate(
         target.clear()
         drafter.clear()
     best = {b: min(v) for b, v in sorted(passes.items())}
-    if len(best) < len(set(CALIBRATION_SIZES)):
-        missing = sorted(set(CALIBRATION_SIZES) - set(best))
+    if len(best) < len(set(sizes)):
+        missing = sorted(set(sizes) - set(best))
         disturbed = f"passes of {', '.join(map(str, missing))} tokens were slowed by other programs"
     elif not plausible(best):
         disturbed = "the passes' times contradict each other (a busy machine)"

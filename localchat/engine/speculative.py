@@ -329,6 +329,8 @@ class DecodeLoop:
 
             rec.verify_passes += 1
             rec.draft_seconds += draft_s
+            rec.catch_up_seconds += draft.catch_up_seconds
+            rec.draft_passes += draft.passes
             if draft.tokens:
                 rec.record_draft(len(draft.tokens), accepted)
             step_draft_s = draft_s - draft.catch_up_seconds

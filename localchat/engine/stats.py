@@ -26,6 +26,9 @@ class GenerationStats:
     generated_tokens: int = 0
     generation_seconds: float = 0.0
     draft_seconds: float = 0.0
+    # Of draft_seconds: catching the drafter up on a stretch it sat out (one batched pass).
+    catch_up_seconds: float = 0.0
+    draft_passes: int = 0  # single-token drafter passes (one per look at a next token)
     verify_passes: int = 0  # target decode calls during generation
     drafted: int = 0  # draft tokens proposed and verified
     accepted: int = 0  # draft tokens accepted
@@ -107,6 +110,8 @@ class StatsRecorder:
     generated_tokens: int = 0
     generation_seconds: float = 0.0
     draft_seconds: float = 0.0
+    catch_up_seconds: float = 0.0
+    draft_passes: int = 0
     verify_passes: int = 0
     drafted: int = 0
     accepted: int = 0
@@ -139,6 +144,8 @@ class StatsRecorder:
             generated_tokens=self.generated_tokens,
             generation_seconds=self.generation_seconds,
             draft_seconds=self.draft_seconds,
+            catch_up_seconds=self.catch_up_seconds,
+            draft_passes=self.draft_passes,
             verify_passes=self.verify_passes,
             drafted=self.drafted,
             accepted=self.accepted,
@@ -170,6 +177,8 @@ def combine(stats: list[GenerationStats]) -> GenerationStats:
         generated_tokens=sum(s.generated_tokens for s in stats),
         generation_seconds=sum(s.generation_seconds for s in stats),
         draft_seconds=sum(s.draft_seconds for s in stats),
+        catch_up_seconds=sum(s.catch_up_seconds for s in stats),
+        draft_passes=sum(s.draft_passes for s in stats),
         verify_passes=sum(s.verify_passes for s in stats),
         drafted=sum(s.drafted for s in stats),
         accepted=sum(s.accepted for s in stats),

@@ -283,3 +283,33 @@ def test_a_draft_model_that_pays_only_on_the_easiest_text_gives_way_to_lookup(sm
     profile.save(path, key, profile.machine_id(), measured(F16_CURVE))  # a draft model that pays is used
     with Engine(cfg) as eng:
         assert eng.info.speculation.drafter != "n-gram"
+
+
+def test_measure_costs_times_every_draft_batch_apart_from_the_engines_own_costs(smollm2_path: Path) -> None:
+    from localchat.bench.modelled import MEASURED_SIZES
+
+    cfg = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=512, use_profile=False,
+                       calibrate=False)
+    with Engine(cfg) as eng:
+        eng.generate(ask(OFF, max_tokens=4))
+        report = eng.measure_costs(MEASURED_SIZES, budget_s=60.0)
+        assert report is not None
+        if not report.disturbed:  # a busy moment may slow a size's every pass: the report says so
+            assert set(report.verify_s) == set(MEASURED_SIZES)
+            assert report.draft_token_s is not None and report.draft_token_s > 0
+        else:
+            assert "slowed" in report.disturbed or "contradict" in report.disturbed
+        assert all(t > 0 for t in report.verify_s.values())
+        assert not eng.cost.calibrated and not eng.cost.verify.points.get(17)  # the engine's own: untouched
+        assert eng.target.n_past == 0 and eng.model_drafter is not None and eng.model_drafter.ctx.n_past == 0
+        # Each draft pays its drafter passes, and the reply's statistics count them.
+        stats = eng.generate(ask(SpeculationConfig(drafter=DrafterKind.MODEL, draft_tokens=4, adaptive=False),
+                                 max_tokens=24)).stats
+        drafts = stats.drafted_per_position[0]
+        assert drafts > 0
+        # At least one pass per draft (its first token comes from the pass on the target's token), at
+        # most one per drafted token and one more where the drafter's confidence ended the draft.
+        assert drafts <= stats.draft_passes <= stats.drafted + drafts
+    cfg_plain = EngineConfig(str(smollm2_path), n_ctx=512, use_profile=False, calibrate=False)
+    with Engine(cfg_plain) as eng:
+        assert eng.measure_costs(MEASURED_SIZES, budget_s=1.0) is None  # no draft model to measure
