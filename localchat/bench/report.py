@@ -9,7 +9,7 @@ The JSON report (schema ``localchat-bench/1``, documented in docs/BENCHMARKS.md)
      "records": [{id, category, mode, tokens, seconds, tokens_per_s, speedup_vs_off,
                   acceptance_length, acceptance_rate, acceptance_rate_by_position,
                   matches_off, first_mismatch, forced_tokens, grammar_cut_drafts,
-                  grammar_masked_tokens, grammar_seconds}],
+                  grammar_masked_tokens, grammar_seconds, verify_passes, draft_passes}],
      "summary": [{category, mode, tokens_per_s, speedup_vs_off, acceptance_length,
                   acceptance_rate, matches_off, forced_share, grammar_share}],
      "skipped": [{id, reason}],
@@ -82,6 +82,8 @@ class BenchRecord:
             "grammar_cut_drafts": self.stats.grammar_cut_drafts,
             "grammar_masked_tokens": self.stats.grammar_masked_tokens,
             "grammar_seconds": round(self.stats.grammar_seconds, 4),
+            "verify_passes": self.stats.verify_passes,
+            "draft_passes": self.stats.draft_passes,
         }
 
 

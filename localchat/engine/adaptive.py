@@ -100,9 +100,11 @@ class DraftPolicy(Protocol):
 
     def observe(
         self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-        confidence: Sequence[float] = (),
+        confidence: Sequence[float] = (), catch_up_s: float = 0.0,
     ) -> None:
-        """Feed back one verification pass (``source`` is empty for a plain step)."""
+        """Feed back one verification pass (``source`` is empty for a plain step). ``draft_s`` is the
+        drafting itself; ``catch_up_s`` the batch that first caught the drafter up on tokens it sat
+        out (skipped looks, a pause), which speculation paid for too."""
         ...
 
     def stop_rule(self) -> StopRule | None:
@@ -136,7 +138,7 @@ class FixedPolicy:
 
     def observe(
         self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-        confidence: Sequence[float] = (),
+        confidence: Sequence[float] = (), catch_up_s: float = 0.0,
     ) -> None:
         pass
 
@@ -191,6 +193,10 @@ class AdaptivePolicy:
     probe_len: int = 4
     probe_steps: int = 3
     first_probe_tokens: int = 16
+    # A step's cost includes the batch that caught the drafter up on the tokens it sat out (skipped
+    # looks, a pause): skipping a look saves its pass, not the drafter's reading of those tokens later.
+    # Off: the policy before (``SpeculationConfig.adaptive_previous``).
+    charge_catch_up: bool = True
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
     trace: DecisionTrace | None = None
 
@@ -379,7 +385,7 @@ class AdaptivePolicy:
 
     def observe(
         self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-        confidence: Sequence[float] = (),
+        confidence: Sequence[float] = (), catch_up_s: float = 0.0,
     ) -> None:
         self._steps += 1
         if self.trace is not None:
@@ -396,10 +402,11 @@ class AdaptivePolicy:
                 self._runs.append((accepted + int(hit), int(not hit)))
             else:
                 self._runs.append((accepted, 0))
+        seconds = draft_s + verify_s + (catch_up_s if self.charge_catch_up else 0.0)
         if source and not any(d.floor for d in self._decisions):
-            self._rule_alone.append((accepted + 1, draft_s + verify_s))
+            self._rule_alone.append((accepted + 1, seconds))
         probing = self._state == "probe" and source == self.source
-        self._observe(drafted, accepted, draft_s, verify_s, source, confidence)
+        self._observe(drafted, accepted, draft_s, verify_s, source, confidence, seconds)
         if probing:
             self._probe_left -= 1
             if self._probe_left == 0:
@@ -417,7 +424,7 @@ class AdaptivePolicy:
 
     def _observe(
         self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-        confidence: Sequence[float],
+        confidence: Sequence[float], seconds: float,
     ) -> None:
         self.cost.observe_verify(drafted + 1, verify_s)
         if not source:  # a plain step: the drafter was not asked
@@ -446,8 +453,8 @@ class AdaptivePolicy:
                     self._n = max(1, accepted + 1)
             self._acc_rate = ewma(self._acc_rate, accepted / drafted, 0.1)
         if self.confident and source == self.source:
-            self._judge_look(accepted, draft_s + verify_s)
-        self._update(accepted + 1, draft_s + verify_s)
+            self._judge_look(accepted, seconds)
+        self._update(accepted + 1, seconds)
 
     def observe_declined(self, source: str, confidence: float, hit: float) -> None:
         if self.confident and source == self.source:

@@ -371,7 +371,8 @@ class Engine:
             if len(self._policies) >= 64:  # forget the oldest conversation
                 self._policies.pop(next(iter(self._policies)))
             policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident,
-                                    floor=spec.adaptive_floor, probe=not spec.adaptive_previous)
+                                    floor=spec.adaptive_floor, probe=not spec.adaptive_previous,
+                                    charge_catch_up=not spec.adaptive_previous)
             self._policies[key] = policy
         policy.trace = self.decision_trace
         if spec.resume:

@@ -338,7 +338,7 @@ class DecodeLoop:
             # time would teach the policy a wrong cost for that length, so it is not a measurement.
             if len(pending) == 1 and not forced:
                 self.policy.observe(len(draft.tokens), accepted, step_draft_s, verify_s, draft.source,
-                                    draft.confidence)
+                                    draft.confidence, draft.catch_up_seconds)
             if isinstance(self.drafter, MixingSource) and draft.tokens:
                 self.drafter.observe(draft.source, len(draft.tokens), accepted)
             self._grammar_stats()

@@ -88,7 +88,7 @@ def test_the_curve_of_two_measurements_is_their_fastest_passes_and_needs_the_dra
 class Measuring:
     """A BenchEngine that measures its costs as Engine.measure_costs does, and answers with given steps."""
 
-    def __init__(self, reports: list[CalibrationReport | None | Exception]) -> None:
+    def __init__(self, reports: list[CalibrationReport | Exception | None]) -> None:
         self.reports = reports
         self.measured: list[tuple[int, ...]] = []
 
@@ -134,7 +134,7 @@ def test_the_runner_measures_the_costs_before_and_after_and_the_report_models_ev
     [EngineError("gone"), EngineError("gone")],
 ])
 def test_no_curve_where_the_costs_could_not_be_measured(
-        reports: list[CalibrationReport | None | Exception]) -> None:
+        reports: list[CalibrationReport | Exception | None]) -> None:
     report = run_bench(Measuring(list(reports)), PROMPT, MODES, max_tokens=8)
     assert report.costs is None and len(report.records) == 2
     data = report_json(report, {})

@@ -407,6 +407,31 @@ def test_looks_that_do_not_pay_are_skipped_and_come_back_when_they_do() -> None:
     assert sum(n > 0 for n in lengths) >= 38, lengths
 
 
+def test_catching_the_drafter_up_after_skipped_looks_is_part_of_what_speculation_costs() -> None:
+    """Skipping a look saves its drafter pass, not the drafter's reading of the skipped tokens when it
+    looks again (one batch, timed apart): that batch is charged to the step that needed it, so a look
+    that saves a little on its own but not the catch-up it needed counts as a loss."""
+    t1, t2, look = F16_CURVE[1] / 1000, F16_CURVE[2] / 1000, DRAFTER_MS / 1000
+
+    def look_once(policy: AdaptivePolicy, catch_up_s: float) -> None:
+        assert policy.draft_length() > 0
+        # One drafted token, accepted: (1 + 1) * t1 against one pass and a two-token verification.
+        policy.observe(1, 1, look, t2, "draft", (0.9,), catch_up_s)
+
+    saved_alone = 2 * t1 - (look + t2)
+    assert saved_alone > 0
+    for charge in (True, False):
+        policy = AdaptivePolicy(calibrated(F16_CURVE), charge_catch_up=charge, **NEVER_PAUSE)
+        look_once(policy, 0.0)
+        assert policy._look_saved == pytest.approx(saved_alone) and policy._skip_left == 0
+        look_once(policy, catch_up_s=3 * t1)  # the drafter read a stretch of skipped tokens first
+        if charge:
+            assert policy._look_saved is not None and policy._look_saved < 0 and policy._skip_left > 0
+            assert policy.speedup is not None and policy.speedup < 1.0  # the window counts it too
+        else:  # the last release's policy: the catch-up was invisible to it
+            assert policy._look_saved == pytest.approx(saved_alone) and policy._skip_left == 0
+
+
 # -- the floor: the fixed length the conversation's own verdicts prove -------------------------------
 def test_proven_length_follows_acceptance_and_the_cost_curve() -> None:
     cost = calibrated(F16_CURVE)

@@ -466,7 +466,7 @@ class DecliningPolicy:
         return 8
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-                confidence: Sequence[float] = ()) -> None:
+                confidence: Sequence[float] = (), catch_up_s: float = 0.0) -> None:
         self.steps.append((drafted, accepted, source))
 
     def stop_rule(self) -> DeclineAt:
