@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from localchat.catalog.starter_choice import pass_seconds
 from localchat.engine.stats import GenerationStats
 from localchat.settings.options import DRAFT_TOKENS_MAX
 
@@ -47,20 +48,9 @@ class CostCurve:
 
     def t(self, batch: int) -> float:
         """Seconds of a verification pass of ``batch`` tokens: measured, else on the line between the
-        nearest measured sizes (beyond the largest, along its last segment)."""
-        if batch in self.verify_s:
-            return self.verify_s[batch]
-        sizes = sorted(self.verify_s)
-        below = [s for s in sizes if s < batch]
-        above = [s for s in sizes if s > batch]
-        if below and above:
-            lo, hi = below[-1], above[0]
-        elif len(below) >= 2:
-            lo, hi = below[-2], below[-1]
-        else:
-            return self.verify_s[sizes[0]] if sizes else 0.0
-        t_lo, t_hi = self.verify_s[lo], self.verify_s[hi]
-        return t_lo + (t_hi - t_lo) * (batch - lo) / (hi - lo)
+        nearest measured sizes (beyond the largest, along its last segment; starter_choice.pass_seconds,
+        as the machine measurement predicts a pass)."""
+        return pass_seconds(self.verify_s, batch)
 
     def as_json(self) -> dict[str, object]:
         return {"verify_s": {str(b): round(s, 6) for b, s in sorted(self.verify_s.items())},

@@ -70,18 +70,20 @@ class MeasuresCosts(Protocol):
     def measure_costs(self, sizes: tuple[int, ...], budget_s: float) -> CalibrationReport | None: ...
 
 
-def measured_costs(engine: object, before: CalibrationReport | None = None) -> tuple[
-        CalibrationReport | None, CostCurve | None]:
-    """Measure ``engine``'s costs now (None where it cannot); with ``before``, the curve of both
-    measurements (their fastest passes), else of this one."""
+def measure_costs(engine: object) -> CalibrationReport | None:
+    """Measure ``engine``'s costs now; None where it cannot (an engine without the method, or an error)."""
     if not isinstance(engine, MeasuresCosts):
-        return None, None
+        return None
     try:
-        now = engine.measure_costs(MEASURED_SIZES, MEASURE_BUDGET_S)
+        return engine.measure_costs(MEASURED_SIZES, MEASURE_BUDGET_S)
     except EngineError:
-        return None, None
-    reports = [r for r in (before, now) if r is not None and not r.disturbed]
-    return now, merged([(r.verify_s, r.draft_token_s) for r in reports])
+        return None
+
+
+def cost_curve(reports: Sequence[CalibrationReport | None]) -> CostCurve | None:
+    """The curve of the undisturbed measurements among ``reports`` (their fastest passes)."""
+    whole = [r for r in reports if r is not None and not r.disturbed]
+    return merged([(r.verify_s, r.draft_token_s) for r in whole])
 
 
 def constraint_of(prompt: BenchPrompt) -> OutputConstraint | None:
@@ -119,10 +121,10 @@ def run_bench(
     # Measured only with modes to compare on the bench's own engine and a warm-up (a short test run
     # needs none of it).
     measure = warmup and any(not m.route for m in modes) and len(modes) > 1
-    before, _ = measured_costs(engine) if measure else (None, None)
+    before = measure_costs(engine) if measure else None
     report = _run(route_of, prompts, modes, max_tokens, on_record, should_cancel, warmup, repeat)
     if measure and report.records:
-        _, report.costs = measured_costs(engine, before)
+        report.costs = cost_curve([before, measure_costs(engine)])
     report.peak_rss_mb = peak_rss_mb()
     return report
 

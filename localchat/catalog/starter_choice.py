@@ -71,22 +71,29 @@ class MachineMeasure:
             raise ValueError("a measurement needs the target's size and a positive one-token pass time")
 
     def t_verify(self, batch: int, scale: float = 1.0) -> float:
-        """One pass of ``batch`` tokens, for a target ``scale`` times the measured one's size:
-        linear between the measured sizes, and along the last two beyond them."""
-        sizes = sorted(self.verify_s)
-        if batch in self.verify_s:
-            return self.verify_s[batch] * scale
-        lower = [s for s in sizes if s < batch]
-        upper = [s for s in sizes if s > batch]
-        if lower and upper:
-            a, b = lower[-1], upper[0]
-        elif len(sizes) >= 2:
-            a, b = sizes[-2], sizes[-1]
-        else:
-            return self.verify_s[sizes[0]] * batch * scale  # one size known: no cheaper batches assumed
-        ta, tb = self.verify_s[a], self.verify_s[b]
-        t = ta + (tb - ta) * (batch - a) / (b - a)
-        return max(t, self.verify_s[sizes[0]]) * scale
+        """One pass of ``batch`` tokens, for a target ``scale`` times the measured one's size
+        (``pass_seconds``)."""
+        return pass_seconds(self.verify_s, batch) * scale
+
+
+def pass_seconds(verify_s: Mapping[int, float], batch: int) -> float:
+    """Seconds of a verification pass of ``batch`` tokens on a measured curve (seconds by batch size):
+    measured, else linear between the nearest measured sizes, and along the last two beyond them;
+    never below the smallest size's pass."""
+    sizes = sorted(verify_s)
+    if batch in verify_s:
+        return verify_s[batch]
+    lower = [s for s in sizes if s < batch]
+    upper = [s for s in sizes if s > batch]
+    if lower and upper:
+        a, b = lower[-1], upper[0]
+    elif len(sizes) >= 2:
+        a, b = sizes[-2], sizes[-1]
+    else:
+        return verify_s[sizes[0]] * batch  # one size known: no cheaper batches assumed
+    ta, tb = verify_s[a], verify_s[b]
+    t = ta + (tb - ta) * (batch - a) / (b - a)
+    return max(t, verify_s[sizes[0]])
 
 
 @dataclass(frozen=True)
