@@ -45,7 +45,7 @@ TARGET_FILES = {"f16": "qwen2.5-coder-1.5b-instruct-f16.gguf",
                 "q4_k_m": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"}
 DRAFT_FILES = {"q4_k_m": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
                "q8_0": "qwen2.5-coder-0.5b-instruct-q8_0-from-q4.gguf"}
-ADAPTIVE = ("adaptive", "adaptive-nofloor", "adaptive-previous")
+ADAPTIVE = ("adaptive", "adaptive-nofloor", "adaptive-previous", "adaptive-listen")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -132,7 +132,8 @@ def main() -> None:
     ap.add_argument("--exact", action="store_true", help="identical text with quantized targets (slower)")
     ap.add_argument("--saved", action="store_true", help="also each cell with a saved profile")
     ap.add_argument("--adaptive", default=",".join(ADAPTIVE),
-                    help="adaptive modes (comma-separated: adaptive, adaptive-nofloor, adaptive-previous)")
+                    help="adaptive modes (comma-separated: adaptive, adaptive-nofloor, adaptive-previous, "
+                         "adaptive-listen)")
     ap.add_argument("--json-dir", type=Path, default=None, help="keep each cell's bench JSON here")
     args = ap.parse_args()
     args.fixed = [int(x) for x in args.fixed.split(",") if x.strip()]

@@ -7,7 +7,8 @@
 Each prompt runs, interleaved in one process, as a new conversation: with a fixed length
 (``--fixed``, 4 by default: ``auto:4``, the fixed choice the issue compares with) and under the
 adaptive policy with its decisions recorded (engine/decision_trace.py), without the floor
-(``nofloor``, the policy before issue 27) and with it (``adaptive``). The costs come from a
+(``nofloor``, the policy before issue 27) and with it (``adaptive``), and with a pause that listens to
+the target (``listen``, opt-in). The costs come from a
 calibration at load, as on a fresh install (profiles go to a temporary folder, never the user's);
 plain decoding runs beside them for reference.
 Printed per run, then over all runs of a mode:
@@ -143,7 +144,7 @@ def run(eng: Engine, prompt: str, mode: str, max_tokens: int) -> tuple[float, in
     spec = (bench_mode("auto", FIXED).speculation if mode == "fixed"
             else bench_mode("off").speculation if mode == "off"
             else replace(bench_mode("adaptive", FIXED).speculation, adaptive_floor=mode != "nofloor",
-                         adaptive_previous=mode == "previous"))
+                         adaptive_previous=mode == "previous", adaptive_listen=mode == "listen"))
     eng.reset()
     trace = DecisionTrace()
     eng.decision_trace = trace
@@ -167,7 +168,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--exact", action="store_true", help="identical text with a quantized target")
     ap.add_argument("--modes", default="nofloor,adaptive",
-                    help="adaptive runs beside auto:4: nofloor, previous (the last release's), adaptive")
+                    help="adaptive runs beside auto:4: nofloor, previous (the last release's), "
+                         "listen (a pause that listens to the target), adaptive")
     ap.add_argument("--fixed", type=int, default=FIXED, help="the fixed length run beside (auto:N)")
     ap.add_argument("--steps", action="store_true", help="print every step of the adaptive runs")
     ap.add_argument("--fresh", action="store_true",

@@ -61,6 +61,11 @@ class Recorder:
     def observe_declined(self, source: str, confidence: float, hit: float) -> None:
         pass
 
+    listens = False
+
+    def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
+        pass
+
 
 def add_arguments(ap: argparse.ArgumentParser, max_tokens: int) -> None:
     ap.add_argument("--model", required=True)

@@ -31,6 +31,8 @@ OFF = "off"
 NO_FLOOR = "adaptive-nofloor"
 # The adaptive policy as the last release had it (``SpeculationConfig.adaptive_previous``).
 PREVIOUS = "adaptive-previous"
+# The adaptive policy with a pause that listens to the target (``SpeculationConfig.adaptive_listen``).
+LISTEN = "adaptive-listen"
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}
 
@@ -57,6 +59,9 @@ def bench_mode(
     if name == PREVIOUS:
         spec = speculation_for_mode("adaptive", draft_tokens, p_min)
         return BenchMode(label or name, replace(spec, adaptive_previous=True))
+    if name == LISTEN:
+        spec = speculation_for_mode("adaptive", draft_tokens, p_min)
+        return BenchMode(label or name, replace(spec, adaptive_listen=True))
     return BenchMode(label or name, speculation_for_mode(name, draft_tokens, p_min))
 
 

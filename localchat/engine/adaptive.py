@@ -31,6 +31,11 @@ costs alone (a calibration at load through a busy moment can say the drafter
 cannot pay) probes after ``first_probe_tokens`` plain tokens, not after a whole
 retry wait, and stays paused only if the probe confirms it.
 
+Opt-in (``listen``), a pause listens to the target: the target's confidence in each token it writes
+during a pause (free: plain steps compute its logits) predicts how often the drafter would have
+guessed it, on a calibration learned from the drafts' first tokens. Where the pause's recent tokens
+predict an acceptance that proves a fixed length pays, the pause ends early with a probe.
+
 Drafters without a confidence (n-gram lookup on its own) get a length instead:
 doubled after a draft accepted whole, cut back to where the last one failed.
 """
@@ -118,6 +123,17 @@ class DraftPolicy(Protocol):
         ...
 
     @property
+    def listens(self) -> bool:
+        """Whether the decode loop reports the target's confidence (``observe_target``)."""
+        ...
+
+    def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
+        """The target's confidence in its choice at a step's first row (its top probability): where
+        the drafter drafted (``source``), whether its first token was that choice; at a plain step
+        (``first_accepted`` None), only what the target was sure of."""
+        ...
+
+    @property
     def paused(self) -> bool: ...
 
     @property
@@ -146,6 +162,11 @@ class FixedPolicy:
         return None
 
     def observe_declined(self, source: str, confidence: float, hit: float) -> None:
+        pass
+
+    listens = False
+
+    def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
         pass
 
     @property
@@ -197,6 +218,14 @@ class AdaptivePolicy:
     # looks, a pause): skipping a look saves its pass, not the drafter's reading of those tokens later.
     # Off: the policy before (``SpeculationConfig.adaptive_previous``).
     charge_catch_up: bool = True
+    # A pause listens to the target (``observe_target``): the target's confidence in the tokens it
+    # writes predicts how often the drafter would have guessed them (a drafter of the same family
+    # agrees where the target is sure). Where the last ``listen_tokens`` plain tokens of a pause
+    # predict an acceptance that proves a fixed length pays, the pause ends with a probe, whose
+    # verdicts then decide. Opt-in (``SpeculationConfig.adaptive_listen``): on the second held-out set it
+    # was ahead with 2 threads and 3% behind with 1 (docs/BENCHMARKS.md), so it is not the default.
+    listen: bool = False
+    listen_tokens: int = 16
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
     trace: DecisionTrace | None = None
 
@@ -236,6 +265,10 @@ class AdaptivePolicy:
     _cost_pause: bool = False  # the pause (or the probe ending it) came from the costs, not a measured loss
     _decisions: list[TokenDecision] = field(default_factory=list)
     _state: str = "draft"
+    # The target's confidence at a step's first row against whether the drafter's first token was
+    # accepted there: the chance that the drafter agrees, starting from the confidence itself.
+    _target_calibration: Calibration = field(default_factory=Calibration)
+    _heard: deque[float] = field(default_factory=deque)  # the target's confidence, this pause's plain steps
     # This conversation's calibration, starting from the pair's: a drafter can be
     # confidently wrong on one kind of text (its own equally good variant of some code)
     # and right on another; the conversation's evidence soon outweighs the pair's.
@@ -244,6 +277,7 @@ class AdaptivePolicy:
     def __post_init__(self) -> None:
         self._calibration = ConversationCalibration(self.cost.calibration_for(self.source))
         self._runs = deque(maxlen=self.floor_steps)
+        self._heard = deque(maxlen=self.listen_tokens)
         self._n = max(1, min(self.start, self.max_len))
         self._next_plain = not self.cost.ready()
         self._conversation = self.cost.new_conversation()
@@ -462,6 +496,35 @@ class AdaptivePolicy:
             self.cost.calibration_for(source).observe_one(confidence, hit)
             self._calibration.observe_one(confidence, hit)
 
+    @property
+    def listens(self) -> bool:
+        return self.listen and self._probes
+
+    def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
+        if not self.listens:
+            return
+        if first_accepted is not None:
+            if source == self.source:
+                self._target_calibration.observe_one(confidence, 1.0 if first_accepted else 0.0)
+            return
+        if self._paused_left <= 0:
+            return
+        self._heard.append(confidence)
+        if len(self._heard) < self.listen_tokens:
+            return
+        look_s = self.cost.draft_token_s.get(self.source)
+        if look_s is None:
+            return
+        heard = sum(self._target_calibration.q(c) for c in self._heard) / len(self._heard)
+        if proven_length(heard, self.cost.t_verify, look_s, self.max_len)[1] >= self.floor_margin:
+            # The text the target writes now is text the drafter guesses: probe instead of waiting.
+            self._paused_left = 0
+            self._reason = ""
+            self._pause_gain = None
+            self._fresh_window()
+            self._probe_left = self.probe_steps
+            self._heard.clear()
+
     def _judge_look(self, accepted: int, seconds: float) -> None:
         """After a step that paid for a drafter pass: did looking pay? Where the recent looks lost
         (text the drafter cannot guess: chat, stories), skip the next 1, 2, 4 .. ``max_skip`` looks.
@@ -509,6 +572,7 @@ class AdaptivePolicy:
         doubled after each such wait."""
         tokens = self.first_probe_tokens if short else self.retry_tokens * self._backoff
         self._paused_left = tokens
+        self._heard.clear()
         if not short:
             self._backoff = min(self._backoff * 2, 8)
         return tokens

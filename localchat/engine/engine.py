@@ -372,7 +372,7 @@ class Engine:
                 self._policies.pop(next(iter(self._policies)))
             policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident,
                                     floor=spec.adaptive_floor, probe=not spec.adaptive_previous,
-                                    charge_catch_up=not spec.adaptive_previous)
+                                    charge_catch_up=not spec.adaptive_previous, listen=spec.adaptive_listen)
             self._policies[key] = policy
         policy.trace = self.decision_trace
         if spec.resume:

@@ -111,6 +111,17 @@ class DecodeLoop:
         self.on_prompt_progress: Callable[[int, int], None] | None = None
 
     # -- helpers -----------------------------------------------------------------
+    def _report_target(self, draft: Draft, accepted: int) -> None:
+        """Tell a policy that listens the target's confidence at the step's first row: after a draft,
+        with whether the drafter's first token was the target's choice; at a plain step, only while
+        the policy is paused (the logits are computed anyway; their top probability is one pass
+        over the vocabulary)."""
+        policy = self.policy
+        if not policy.listens or (not draft.tokens and not policy.paused):
+            return
+        confidence = sampling.top_probability(self.target.logits(0))
+        policy.observe_target(confidence, draft.source, accepted > 0 if draft.tokens else None)
+
     def _pick(self, row: int, history: Sequence[int]) -> int:
         logits = self.target.logits(row)
         g = self.grammar
@@ -339,6 +350,7 @@ class DecodeLoop:
             if len(pending) == 1 and not forced:
                 self.policy.observe(len(draft.tokens), accepted, step_draft_s, verify_s, draft.source,
                                     draft.confidence, draft.catch_up_seconds)
+                self._report_target(draft, accepted)
             if isinstance(self.drafter, MixingSource) and draft.tokens:
                 self.drafter.observe(draft.source, len(draft.tokens), accepted)
             self._grammar_stats()

@@ -147,6 +147,9 @@ class SpeculationConfig:
     # (``localchat bench --modes adaptive-previous``): no probe ending a pause, no short first pause
     # (``AdaptivePolicy.probe``).
     adaptive_previous: bool = False
+    # Adaptive only, opt-in: a pause that listens to the target (``AdaptivePolicy.listen``; ``localchat
+    # bench --modes adaptive-listen``). Not the default: measured no better on every cost curve.
+    adaptive_listen: bool = False
 
     def __post_init__(self) -> None:
         if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:

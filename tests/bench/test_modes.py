@@ -34,3 +34,10 @@ def test_adaptive_previous_is_adaptive_as_the_last_release_had_it() -> None:
     previous = bench_mode("adaptive-previous", 4)
     assert previous.name == "adaptive-previous" and not plain.speculation.adaptive_previous
     assert previous.speculation == replace(plain.speculation, adaptive_previous=True)
+
+
+def test_adaptive_listen_is_adaptive_with_a_pause_that_listens_to_the_target() -> None:
+    plain = bench_mode("adaptive", 4)
+    listen = bench_mode("adaptive-listen", 4)
+    assert listen.name == "adaptive-listen" and not plain.speculation.adaptive_listen
+    assert listen.speculation == replace(plain.speculation, adaptive_listen=True)

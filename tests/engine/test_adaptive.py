@@ -668,3 +668,61 @@ def test_the_first_pause_is_short_only_where_the_drafter_can_pay_well() -> None:
     unknown = AdaptivePolicy(CostModel(), retry_tokens=64)
     run_until_paused(unknown, Pair(hopeless))
     assert not unknown._curve_known() and "retrying in 64 tokens" in unknown.reason
+
+
+def _paused_for_the_retry_wait(listen: bool = True) -> AdaptivePolicy:
+    """A policy paused for its full retry wait (128 tokens) after a hopeless start and a probe."""
+    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=128, listen=listen)
+    run_until_paused(p, Pair(hopeless, **F16_PAIR))
+    for _ in range(16):
+        p.observe(0, 0, 0.0, 0.06, "")
+    run_until_paused(p, Pair(hopeless, **F16_PAIR))
+    assert "retrying in 128 tokens" in p.reason
+    return p
+
+
+def _plain_steps(p: AdaptivePolicy, target_confidence: float, n: int) -> None:
+    """``n`` plain steps of a pause, each reporting the target's confidence as the decode loop does."""
+    for _ in range(n):
+        assert p.draft_length() == 0
+        p.observe(0, 0, 0.0, 0.06, "")
+        p.observe_target(target_confidence, "", None)
+
+
+def test_a_pause_ends_with_a_probe_where_the_target_grows_sure_of_what_it_writes() -> None:
+    """A long pause judged on a hard stretch (prose before code) used to cover the rest of a reply.
+    The target's confidence in its own tokens, free at every plain step, predicts how often the
+    drafter would have guessed them: 16 sure tokens prove a draft length that pays, and the pause
+    ends with a probe whose verdicts decide. Without listening the pause waits its 128 tokens."""
+    p = _paused_for_the_retry_wait()
+    assert p.listens
+    _plain_steps(p, 0.99, 15)
+    assert p.paused
+    _plain_steps(p, 0.99, 1)
+    assert not p.paused and p.reason == ""
+    assert p.draft_length() > 0 and p._state == "probe"
+
+    deaf = _paused_for_the_retry_wait(listen=False)
+    assert not deaf.listens
+    _plain_steps(deaf, 0.99, 40)
+    assert deaf.paused
+
+
+def test_a_pause_over_text_the_target_is_unsure_of_waits_its_turn() -> None:
+    """Where the target itself hesitates (stories, chat), the drafter agrees too rarely to pay: the
+    pause goes on."""
+    p = _paused_for_the_retry_wait()
+    _plain_steps(p, 0.55, 60)
+    assert p.paused and "retrying in 128 tokens" in p.reason
+
+
+def test_where_the_drafter_disagrees_even_with_a_sure_target_a_sure_target_ends_no_pause() -> None:
+    """The target's confidence is a prior: each draft tells how often the drafter's first token was
+    the target's choice at that confidence, and a drafter that misses even where the target is sure
+    (another family, another language) teaches the pause not to listen to it."""
+    p = _paused_for_the_retry_wait()
+    for _ in range(60):
+        p.observe_target(0.99, "draft", False)
+    p.observe_target(0.99, "n-gram", True)  # a lookup draft's first token says nothing of the drafter
+    _plain_steps(p, 0.99, 40)
+    assert p.paused

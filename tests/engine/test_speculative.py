@@ -475,9 +475,67 @@ class DecliningPolicy:
     def observe_declined(self, source: str, confidence: float, hit: float) -> None:
         self.declined.append((source, confidence, hit))
 
+    listens = False
+
+    def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
+        pass
+
     paused = False
     reason = ""
     paused_speedup = None
+
+
+class ListeningPolicy(DecliningPolicy):
+    """Every third step plain and "paused"; records what the decode loop tells it of the target."""
+
+    def __init__(self) -> None:
+        super().__init__(keep=3)
+        self.heard: list[tuple[float, str, bool | None]] = []
+        self._step = 0
+
+    def draft_length(self) -> int:
+        self._step += 1
+        return 0 if self._step % 3 == 0 else 8
+
+    @property
+    def paused(self) -> bool:  # type: ignore[override]
+        return self._step % 3 == 0
+
+    listens = True
+
+    def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
+        self.heard.append((confidence, source, first_accepted))
+
+
+def test_the_loop_tells_a_listening_policy_the_targets_confidence(
+    smollm2_f16_path: Path, smollm2_path: Path
+) -> None:
+    """At each step the target's top probability at the first row reaches a policy that listens: after
+    a draft with whether its first token was the target's choice (the target as its own drafter: always),
+    at a plain step of a pause alone."""
+    from localchat.engine.speculative import DecodeLoop
+    from localchat.engine.stats import StatsRecorder
+
+    for drafter_path, always in ((smollm2_f16_path, True), (smollm2_path, False)):
+        cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(drafter_path), n_ctx=512,
+                           use_profile=False, calibrate=False)
+        with Engine(cfg) as eng:
+            assert eng.model_drafter is not None
+            policy = ListeningPolicy()
+            prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
+                                               add_special=True)
+            loop = DecodeLoop(eng.target, eng.model_drafter, policy, SamplingParams(temperature=0.0),
+                              StatsRecorder(), lambda: False, 48)
+            for _ in loop.run(prompt):
+                pass
+            plain = [h for h in policy.heard if h[2] is None]
+            drafts = [h for h in policy.heard if h[2] is not None]
+            assert len(policy.heard) == len(policy.steps) and plain and drafts
+            assert all(0.0 < c <= 1.0 for c, _, _ in policy.heard)
+            assert [bool(src) for _, _, src in policy.steps] == [h[2] is not None for h in policy.heard]
+            assert [a > 0 for d, a, src in policy.steps if src] == [h[2] for h in drafts]
+            if always:
+                assert all(h[2] for h in drafts)
 
 
 @pytest.mark.parametrize("keep", [0, 2])
