@@ -468,9 +468,7 @@ class AdaptivePolicy:
             if self._paused_left > 0:
                 self._paused_left -= 1
                 if self._paused_left == 0:
-                    self._fresh_window()  # probe again with fresh evidence
-                    if self._probes:
-                        self._probe_left = self.probe_steps
+                    self._end_pause()
             return
         # The drafter was asked. Even a step where it drafted nothing (nothing was worth
         # its cost) paid for keeping it in step: that is part of speculation's speed.
@@ -519,11 +517,14 @@ class AdaptivePolicy:
         if proven_length(heard, self.cost.t_verify, look_s, self.max_len)[1] >= self.floor_margin:
             # The text the target writes now is text the drafter guesses: probe instead of waiting.
             self._paused_left = 0
-            self._reason = ""
-            self._pause_gain = None
-            self._fresh_window()
+            self._end_pause()
+
+    def _end_pause(self) -> None:
+        """A pause is over (its wait ran out, or the target said the text got easier): probe again
+        with fresh evidence."""
+        self._fresh_window()
+        if self._probes:
             self._probe_left = self.probe_steps
-            self._heard.clear()
 
     def _judge_look(self, accepted: int, seconds: float) -> None:
         """After a step that paid for a drafter pass: did looking pay? Where the recent looks lost

@@ -485,6 +485,23 @@ class DecliningPolicy:
     paused_speedup = None
 
 
+def decode_with(policy: DecliningPolicy, target: Path, drafter: Path) -> str:
+    """Write 48 greedy tokens of a story with ``policy`` deciding each step; the drafter's name."""
+    from localchat.engine.speculative import DecodeLoop
+    from localchat.engine.stats import StatsRecorder
+
+    cfg = EngineConfig(str(target), draft_path=str(drafter), n_ctx=512, use_profile=False, calibrate=False)
+    with Engine(cfg) as eng:
+        assert eng.model_drafter is not None
+        prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
+                                           add_special=True)
+        loop = DecodeLoop(eng.target, eng.model_drafter, policy, SamplingParams(temperature=0.0),
+                          StatsRecorder(), lambda: False, 48)
+        for _ in loop.run(prompt):
+            pass
+        return eng.model_drafter.name
+
+
 class ListeningPolicy(DecliningPolicy):
     """Every third step plain and "paused"; records what the decode loop tells it of the target."""
 
@@ -513,29 +530,17 @@ def test_the_loop_tells_a_listening_policy_the_targets_confidence(
     """At each step the target's top probability at the first row reaches a policy that listens: after
     a draft with whether its first token was the target's choice (the target as its own drafter: always),
     at a plain step of a pause alone."""
-    from localchat.engine.speculative import DecodeLoop
-    from localchat.engine.stats import StatsRecorder
-
     for drafter_path, always in ((smollm2_f16_path, True), (smollm2_path, False)):
-        cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(drafter_path), n_ctx=512,
-                           use_profile=False, calibrate=False)
-        with Engine(cfg) as eng:
-            assert eng.model_drafter is not None
-            policy = ListeningPolicy()
-            prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
-                                               add_special=True)
-            loop = DecodeLoop(eng.target, eng.model_drafter, policy, SamplingParams(temperature=0.0),
-                              StatsRecorder(), lambda: False, 48)
-            for _ in loop.run(prompt):
-                pass
-            plain = [h for h in policy.heard if h[2] is None]
-            drafts = [h for h in policy.heard if h[2] is not None]
-            assert len(policy.heard) == len(policy.steps) and plain and drafts
-            assert all(0.0 < c <= 1.0 for c, _, _ in policy.heard)
-            assert [bool(src) for _, _, src in policy.steps] == [h[2] is not None for h in policy.heard]
-            assert [a > 0 for d, a, src in policy.steps if src] == [h[2] for h in drafts]
-            if always:
-                assert all(h[2] for h in drafts)
+        policy = ListeningPolicy()
+        decode_with(policy, smollm2_f16_path, drafter_path)
+        plain = [h for h in policy.heard if h[2] is None]
+        drafts = [h for h in policy.heard if h[2] is not None]
+        assert len(policy.heard) == len(policy.steps) and plain and drafts
+        assert all(0.0 < c <= 1.0 for c, _, _ in policy.heard)
+        assert [bool(src) for _, _, src in policy.steps] == [h[2] is not None for h in policy.heard]
+        assert [a > 0 for d, a, src in policy.steps if src] == [h[2] for h in drafts]
+        if always:
+            assert all(h[2] for h in drafts)
 
 
 @pytest.mark.parametrize("keep", [0, 2])
@@ -545,26 +550,13 @@ def test_verification_judges_the_token_the_stop_rule_declined(
     """The target's choice at the declined token's position is computed anyway: with the target as
     its own drafter every declined token is one it agrees with; with the Q4_1 drafter some are not.
     Each is judged once, and only where every kept token before it was accepted."""
-    from localchat.engine.speculative import DecodeLoop
-    from localchat.engine.stats import StatsRecorder
-
     judged: dict[str, list[float]] = {}
     for name, drafter_path in (("self", smollm2_f16_path), ("q4", smollm2_path)):
-        cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(drafter_path), n_ctx=512,
-                           use_profile=False, calibrate=False)
-        with Engine(cfg) as eng:
-            assert eng.model_drafter is not None
-            policy = DecliningPolicy(keep)
-            prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
-                                               add_special=True)
-            loop = DecodeLoop(eng.target, eng.model_drafter, policy, SamplingParams(temperature=0.0),
-                              StatsRecorder(), lambda: False, 48)
-            for _ in loop.run(prompt):
-                pass
-            whole = sum(1 for drafted, accepted, src in policy.steps if src and accepted == drafted == keep)
-            assert len(policy.declined) == whole > 0
-            name_ok = eng.model_drafter.name
-            assert all(src == name_ok and 0.0 < conf <= 1.0 for src, conf, _ in policy.declined)
-            judged[name] = [hit for _, _, hit in policy.declined]
+        policy = DecliningPolicy(keep)
+        name_ok = decode_with(policy, smollm2_f16_path, drafter_path)
+        whole = sum(1 for drafted, accepted, src in policy.steps if src and accepted == drafted == keep)
+        assert len(policy.declined) == whole > 0
+        assert all(src == name_ok and 0.0 < conf <= 1.0 for src, conf, _ in policy.declined)
+        judged[name] = [hit for _, _, hit in policy.declined]
     assert set(judged["self"]) == {1.0}
     assert 0.0 in judged["q4"]
