@@ -45,7 +45,7 @@ TARGET_FILES = {"f16": "qwen2.5-coder-1.5b-instruct-f16.gguf",
                 "q4_k_m": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"}
 DRAFT_FILES = {"q4_k_m": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
                "q8_0": "qwen2.5-coder-0.5b-instruct-q8_0-from-q4.gguf"}
-ADAPTIVE = ("adaptive", "adaptive-nofloor", "adaptive-previous", "adaptive-listen")
+ADAPTIVE = ("adaptive", "adaptive-nofloor", "adaptive-previous", "adaptive-listen", "adaptive-stickyskip")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -133,7 +133,7 @@ def main() -> None:
     ap.add_argument("--saved", action="store_true", help="also each cell with a saved profile")
     ap.add_argument("--adaptive", default=",".join(ADAPTIVE),
                     help="adaptive modes (comma-separated: adaptive, adaptive-nofloor, adaptive-previous, "
-                         "adaptive-listen)")
+                         "adaptive-listen, adaptive-stickyskip)")
     ap.add_argument("--json-dir", type=Path, default=None, help="keep each cell's bench JSON here")
     args = ap.parse_args()
     args.fixed = [int(x) for x in args.fixed.split(",") if x.strip()]

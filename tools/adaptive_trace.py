@@ -144,7 +144,11 @@ def run(eng: Engine, prompt: str, mode: str, max_tokens: int) -> tuple[float, in
     spec = (bench_mode("auto", FIXED).speculation if mode == "fixed"
             else bench_mode("off").speculation if mode == "off"
             else replace(bench_mode("adaptive", FIXED).speculation, adaptive_floor=mode != "nofloor",
-                         adaptive_previous=mode == "previous", adaptive_listen=mode == "listen"))
+                         adaptive_previous=mode == "previous", adaptive_listen=mode == "listen",
+                         adaptive_sticky_skip=mode == "stickyskip"))
+    if mode == "model":  # the draft model alone, no n-gram lookup
+        from localchat.engine.types import DrafterKind
+        spec = replace(spec, drafter=DrafterKind.MODEL)
     eng.reset()
     trace = DecisionTrace()
     eng.decision_trace = trace
@@ -169,7 +173,9 @@ def main() -> None:
     ap.add_argument("--exact", action="store_true", help="identical text with a quantized target")
     ap.add_argument("--modes", default="nofloor,adaptive",
                     help="adaptive runs beside auto:4: nofloor, previous (the last release's), "
-                         "listen (a pause that listens to the target), adaptive")
+                         "listen (a pause that listens to the target), stickyskip (a look that pays does not "
+                         "end skipped looks), "
+                         "model (the draft model alone), adaptive")
     ap.add_argument("--fixed", type=int, default=FIXED, help="the fixed length run beside (auto:N)")
     ap.add_argument("--steps", action="store_true", help="print every step of the adaptive runs")
     ap.add_argument("--fresh", action="store_true",

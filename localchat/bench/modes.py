@@ -33,6 +33,9 @@ NO_FLOOR = "adaptive-nofloor"
 PREVIOUS = "adaptive-previous"
 # The adaptive policy with a pause that listens to the target (``SpeculationConfig.adaptive_listen``).
 LISTEN = "adaptive-listen"
+# The adaptive policy whose skipped looks end only when the average of recent looks pays, as before
+# (``SpeculationConfig.adaptive_sticky_skip``).
+STICKY_SKIP = "adaptive-stickyskip"
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}
 
@@ -62,6 +65,9 @@ def bench_mode(
     if name == LISTEN:
         spec = speculation_for_mode("adaptive", draft_tokens, p_min)
         return BenchMode(label or name, replace(spec, adaptive_listen=True))
+    if name == STICKY_SKIP:
+        spec = speculation_for_mode("adaptive", draft_tokens, p_min)
+        return BenchMode(label or name, replace(spec, adaptive_sticky_skip=True))
     return BenchMode(label or name, speculation_for_mode(name, draft_tokens, p_min))
 
 

@@ -246,6 +246,9 @@ class AdaptivePolicy:
     # while they lose, a few steps skip the look (plain steps; the drafter catches up in one batch).
     look_alpha: float = 0.2
     max_skip: int = 8
+    # A look that paid does not end the skipping, the average alone decides, as before
+    # (``SpeculationConfig.adaptive_sticky_skip``).
+    sticky_skip: bool = False
     _look_saved: float | None = None
     _skip_left: int = 0
     _skip_len: int = 0
@@ -542,7 +545,14 @@ class AdaptivePolicy:
             return  # the short drafts that measure the curve come first
         saved = (accepted + 1) * t1 - seconds  # against plain steps writing the same tokens
         self._look_saved = ewma(self._look_saved, saved, self.look_alpha)
-        if self._look_saved < 0.0:
+        if saved > 0.0 and not self.sticky_skip:
+            # This look paid: the next step looks again. The average remembers the looks that lost,
+            # so one that loses next starts skipping again at one step; the skips grow only while
+            # the looks keep losing. (An edit opens with a sentence the drafter cannot guess and
+            # then copies code: skips grown on the opening, kept by an average that one good look
+            # barely moves, sat out the copy.)
+            self._skip_len = 0
+        elif self._look_saved < 0.0:
             self._skip_len = min(self.max_skip, max(1, 2 * self._skip_len))
             self._skip_left = self._skip_len
         else:

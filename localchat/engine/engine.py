@@ -364,7 +364,9 @@ class Engine:
         else:
             source = self.ngram.name
         variant = (("" if spec.adaptive_floor else " (no floor)")
-                   + (" (previous)" if spec.adaptive_previous else ""))
+                   + (" (previous)" if spec.adaptive_previous else "")
+                   + (" (listen)" if spec.adaptive_listen else "")
+                   + (" (sticky skip)" if spec.adaptive_sticky_skip else ""))
         key = (request.session, drafter.name + variant)
         policy = self._policies.get(key)
         if policy is None:
@@ -372,7 +374,8 @@ class Engine:
                 self._policies.pop(next(iter(self._policies)))
             policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident,
                                     floor=spec.adaptive_floor, probe=not spec.adaptive_previous,
-                                    charge_catch_up=not spec.adaptive_previous, listen=spec.adaptive_listen)
+                                    charge_catch_up=not spec.adaptive_previous, listen=spec.adaptive_listen,
+                                    sticky_skip=spec.adaptive_sticky_skip)
             self._policies[key] = policy
         policy.trace = self.decision_trace
         if spec.resume:

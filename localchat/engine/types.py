@@ -150,6 +150,9 @@ class SpeculationConfig:
     # Adaptive only, opt-in: a pause that listens to the target (``AdaptivePolicy.listen``; ``localchat
     # bench --modes adaptive-listen``). Not the default: measured no better on every cost curve.
     adaptive_listen: bool = False
+    # Adaptive only: skipped looks end only when the average of recent looks pays, not at a look that
+    # pays, as before (``AdaptivePolicy.sticky_skip``; ``localchat bench --modes adaptive-stickyskip``).
+    adaptive_sticky_skip: bool = False
 
     def __post_init__(self) -> None:
         if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:

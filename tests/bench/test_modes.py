@@ -41,3 +41,10 @@ def test_adaptive_listen_is_adaptive_with_a_pause_that_listens_to_the_target() -
     listen = bench_mode("adaptive-listen", 4)
     assert listen.name == "adaptive-listen" and not plain.speculation.adaptive_listen
     assert listen.speculation == replace(plain.speculation, adaptive_listen=True)
+
+
+def test_adaptive_stickyskip_is_adaptive_with_skips_that_a_paying_look_does_not_end() -> None:
+    plain = bench_mode("adaptive", 4)
+    sticky = bench_mode("adaptive-stickyskip", 4)
+    assert sticky.name == "adaptive-stickyskip" and not plain.speculation.adaptive_sticky_skip
+    assert sticky.speculation == replace(plain.speculation, adaptive_sticky_skip=True)

