@@ -39,13 +39,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from localchat.bench.modes import ADAPTIVE_VARIANTS
+
 MODELS = Path.home() / ".cache" / "localchat" / "test-models"
 TARGET_FILES = {"f16": "qwen2.5-coder-1.5b-instruct-f16.gguf",
                 "q8_0": "qwen2.5-coder-1.5b-instruct-q8_0.gguf",
                 "q4_k_m": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"}
 DRAFT_FILES = {"q4_k_m": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
                "q8_0": "qwen2.5-coder-0.5b-instruct-q8_0-from-q4.gguf"}
-ADAPTIVE = ("adaptive", "adaptive-nofloor", "adaptive-previous", "adaptive-listen", "adaptive-stickyskip")
+ADAPTIVE = ("adaptive", *ADAPTIVE_VARIANTS)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -132,8 +134,7 @@ def main() -> None:
     ap.add_argument("--exact", action="store_true", help="identical text with quantized targets (slower)")
     ap.add_argument("--saved", action="store_true", help="also each cell with a saved profile")
     ap.add_argument("--adaptive", default=",".join(ADAPTIVE),
-                    help="adaptive modes (comma-separated: adaptive, adaptive-nofloor, adaptive-previous, "
-                         "adaptive-listen, adaptive-stickyskip)")
+                    help=f"adaptive modes (comma-separated: {', '.join(ADAPTIVE)})")
     ap.add_argument("--json-dir", type=Path, default=None, help="keep each cell's bench JSON here")
     args = ap.parse_args()
     args.fixed = [int(x) for x in args.fixed.split(",") if x.strip()]

@@ -141,11 +141,10 @@ def run(eng: Engine, prompt: str, mode: str, max_tokens: int) -> tuple[float, in
     from localchat.engine.decision_trace import DecisionTrace
     from localchat.engine.types import ChatMessage, GenerationRequest, SamplingParams
 
+    adaptive = "adaptive" if mode in ("adaptive", "model") else f"adaptive-{mode}"  # bench_mode's variants
     spec = (bench_mode("auto", FIXED).speculation if mode == "fixed"
             else bench_mode("off").speculation if mode == "off"
-            else replace(bench_mode("adaptive", FIXED).speculation, adaptive_floor=mode != "nofloor",
-                         adaptive_previous=mode == "previous", adaptive_listen=mode == "listen",
-                         adaptive_sticky_skip=mode == "stickyskip"))
+            else bench_mode(adaptive, FIXED).speculation)
     if mode == "model":  # the draft model alone, no n-gram lookup
         from localchat.engine.types import DrafterKind
         spec = replace(spec, drafter=DrafterKind.MODEL)

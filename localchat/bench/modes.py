@@ -19,6 +19,7 @@ where the run has one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from localchat.engine.speculation_modes import speculation_for_mode
@@ -27,15 +28,18 @@ from localchat.settings.options import DRAFT_TOKENS_DEFAULT
 
 ROUTE_MARK = "@"
 OFF = "off"
-# The adaptive policy without its floor (the policy before issue 27), to measure the two side by side.
-NO_FLOOR = "adaptive-nofloor"
-# The adaptive policy as the last release had it (``SpeculationConfig.adaptive_previous``).
-PREVIOUS = "adaptive-previous"
-# The adaptive policy with a pause that listens to the target (``SpeculationConfig.adaptive_listen``).
-LISTEN = "adaptive-listen"
-# The adaptive policy whose skipped looks end only when the average of recent looks pays, as before
-# (``SpeculationConfig.adaptive_sticky_skip``).
-STICKY_SKIP = "adaptive-stickyskip"
+# Variants of the adaptive policy, to measure side by side with it: each sets its ``SpeculationConfig``
+# field on top of ``adaptive``.
+ADAPTIVE_VARIANTS: dict[str, Callable[[SpeculationConfig], SpeculationConfig]] = {
+    # without its floor (the policy before issue 27)
+    "adaptive-nofloor": lambda spec: replace(spec, adaptive_floor=False),
+    # as the last release had it
+    "adaptive-previous": lambda spec: replace(spec, adaptive_previous=True),
+    # with a pause that listens to the target
+    "adaptive-listen": lambda spec: replace(spec, adaptive_listen=True),
+    # skipped looks end only when the average of recent looks pays, as before
+    "adaptive-stickyskip": lambda spec: replace(spec, adaptive_sticky_skip=True),
+}
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}
 
@@ -56,18 +60,9 @@ def bench_mode(
         if name.endswith(suffix):
             mode = bench_mode(name[: -len(suffix)], draft_tokens, p_min, label or name)
             return replace(mode, speculation=replace(mode.speculation, fast_forward=on))
-    if name == NO_FLOOR:
+    if name in ADAPTIVE_VARIANTS:
         spec = speculation_for_mode("adaptive", draft_tokens, p_min)
-        return BenchMode(label or name, replace(spec, adaptive_floor=False))
-    if name == PREVIOUS:
-        spec = speculation_for_mode("adaptive", draft_tokens, p_min)
-        return BenchMode(label or name, replace(spec, adaptive_previous=True))
-    if name == LISTEN:
-        spec = speculation_for_mode("adaptive", draft_tokens, p_min)
-        return BenchMode(label or name, replace(spec, adaptive_listen=True))
-    if name == STICKY_SKIP:
-        spec = speculation_for_mode("adaptive", draft_tokens, p_min)
-        return BenchMode(label or name, replace(spec, adaptive_sticky_skip=True))
+        return BenchMode(label or name, ADAPTIVE_VARIANTS[name](spec))
     return BenchMode(label or name, speculation_for_mode(name, draft_tokens, p_min))
 
 

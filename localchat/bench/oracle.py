@@ -77,9 +77,8 @@ def oracle_rows(records: Sequence[BenchRecord], adaptive: str = ADAPTIVE) -> lis
 
 
 def _adaptive(mode: str) -> bool:
-    """An adaptive mode (``adaptive``, ``adaptive-nofloor``, ``adaptive-previous``, ``adaptive-listen``,
-    ``adaptive-stickyskip``):
-    never a fixed choice for the oracle."""
+    """An adaptive mode (``adaptive`` or one of ``modes.ADAPTIVE_VARIANTS``): never a fixed choice for
+    the oracle."""
     return mode.startswith(ADAPTIVE)
 
 

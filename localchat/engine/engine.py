@@ -160,7 +160,8 @@ class Engine:
         self.model_drafter: ModelDrafter | None = None
         self.combined: CombinedDrafter | None = None  # kept across replies: it learns which source wins
         self.draft_problem = ""  # why the draft model is not in use, in words
-        self._policies: dict[tuple[str, str], AdaptivePolicy] = {}  # (session, drafter) -> policy
+        # (session, drafter, the adaptive variant's settings) -> policy
+        self._policies: dict[tuple[str, str, tuple[bool, ...]], AdaptivePolicy] = {}
         # Opt-in: every adaptive policy records its decisions here (tools/adaptive_trace.py).
         self.decision_trace: DecisionTrace | None = None
         self.cost = CostModel()  # timings of this hardware, shared by every conversation
@@ -363,11 +364,9 @@ class Engine:
             source = self.model_drafter.name
         else:
             source = self.ngram.name
-        variant = (("" if spec.adaptive_floor else " (no floor)")
-                   + (" (previous)" if spec.adaptive_previous else "")
-                   + (" (listen)" if spec.adaptive_listen else "")
-                   + (" (sticky skip)" if spec.adaptive_sticky_skip else ""))
-        key = (request.session, drafter.name + variant)
+        variant = (spec.adaptive_floor, spec.adaptive_previous, spec.adaptive_listen,
+                   spec.adaptive_sticky_skip)
+        key = (request.session, drafter.name, variant)
         policy = self._policies.get(key)
         if policy is None:
             if len(self._policies) >= 64:  # forget the oldest conversation
