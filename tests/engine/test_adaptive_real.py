@@ -176,7 +176,7 @@ def test_turning_speculation_back_on_resumes_a_paused_chat(
     cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=512)
     with Engine(cfg) as eng:
         run(eng, "Name three colours.", max_tokens=8, spec=model)
-        policy = next(p for (session, _), p in eng._policies.items() if session == "s")
+        policy = next(p for (session, *_), p in eng._policies.items() if session == "s")
         policy._pause(0.62, 0.4)  # what a losing stretch of this chat leaves behind
         _, still = run(eng, "And three more.", max_tokens=6, spec=model)
         assert still[0].speculation.paused and still[0].speculation.speedup == pytest.approx(0.62)
