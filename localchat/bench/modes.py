@@ -39,6 +39,10 @@ ADAPTIVE_VARIANTS: dict[str, Callable[[SpeculationConfig], SpeculationConfig]] =
     "adaptive-listen": lambda spec: replace(spec, adaptive_listen=True),
     # skipped looks end only when the average of recent looks pays, as before
     "adaptive-stickyskip": lambda spec: replace(spec, adaptive_sticky_skip=True),
+    # a clear loss in a reply's first steps pauses at once wherever it happens, as before
+    "adaptive-earlyalways": lambda spec: replace(spec, adaptive_early="always"),
+    # ... or never (the default: until the costs show the drafter can pay well)
+    "adaptive-earlynever": lambda spec: replace(spec, adaptive_early="never"),
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from localchat.engine.calibration import Calibration, ConversationCalibration
 from localchat.engine.costs import CostModel, ewma
@@ -249,6 +249,13 @@ class AdaptivePolicy:
     # A look that paid does not end the skipping, the average alone decides, as before
     # (``SpeculationConfig.adaptive_sticky_skip``).
     sticky_skip: bool = False
+    # Which clear losses in the first ``warmup_steps`` pause at once (``early_gain``). "cost": only until
+    # the measured costs show that the drafter can pay well (``DRAFT_MODEL_MIN_BEST``, the curve known);
+    # past that, a loss in a reply's first steps is the text (a sentence before the code), which skipped
+    # looks sit out step by step, and the window's judgement after the warm-up still pauses for text
+    # that keeps losing (a story). "always": the rule before (``SpeculationConfig.adaptive_early``);
+    # "never": no early pause at all, for measurement.
+    early_pause: Literal["cost", "always", "never"] = "cost"
     _look_saved: float | None = None
     _skip_left: int = 0
     _skip_len: int = 0
@@ -621,12 +628,21 @@ class AdaptivePolicy:
         without = (total_tokens - slowest[0]) / rest * t1 if rest > 0 else 0.0
         gain = max(self._spec_gain, without)
         if self._spec_steps < self.warmup_steps:
-            if gain < self.early_gain:  # a clear loss needs less evidence
+            if gain < self.early_gain and self._pause_early():  # a clear loss needs less evidence
                 self._judge(gain, pause=True)
             return
         self._judge(gain, pause=gain < 0.97)
         if gain >= 1.0:
             self._backoff = 1
+
+    def _pause_early(self) -> bool:
+        """Whether a clear loss in the reply's first steps pauses at once (``early_pause``)."""
+        if self.early_pause == "never":
+            return False
+        if self.early_pause == "cost" and self._curve_known():
+            best = self.cost.best_case_gain(self.source)
+            return best is None or best < DRAFT_MODEL_MIN_BEST
+        return True
 
     @property
     def _probes(self) -> bool:

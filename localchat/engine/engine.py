@@ -161,7 +161,7 @@ class Engine:
         self.combined: CombinedDrafter | None = None  # kept across replies: it learns which source wins
         self.draft_problem = ""  # why the draft model is not in use, in words
         # (session, drafter, the adaptive variant's settings) -> policy
-        self._policies: dict[tuple[str, str, tuple[bool, ...]], AdaptivePolicy] = {}
+        self._policies: dict[tuple[str, str, tuple[bool | str, ...]], AdaptivePolicy] = {}
         # Opt-in: every adaptive policy records its decisions here (tools/adaptive_trace.py).
         self.decision_trace: DecisionTrace | None = None
         self.cost = CostModel()  # timings of this hardware, shared by every conversation
@@ -365,7 +365,7 @@ class Engine:
         else:
             source = self.ngram.name
         variant = (spec.adaptive_floor, spec.adaptive_previous, spec.adaptive_listen,
-                   spec.adaptive_sticky_skip)
+                   spec.adaptive_sticky_skip, spec.adaptive_early)
         key = (request.session, drafter.name, variant)
         policy = self._policies.get(key)
         if policy is None:
@@ -374,7 +374,7 @@ class Engine:
             policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident,
                                     floor=spec.adaptive_floor, probe=not spec.adaptive_previous,
                                     charge_catch_up=not spec.adaptive_previous, listen=spec.adaptive_listen,
-                                    sticky_skip=spec.adaptive_sticky_skip)
+                                    sticky_skip=spec.adaptive_sticky_skip, early_pause=spec.adaptive_early)
             self._policies[key] = policy
         policy.trace = self.decision_trace
         if spec.resume:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from localchat.engine.stats import GenerationStats
 from localchat.settings.drafter_kind import DrafterKind as DrafterKind  # re-exported: crosses processes
@@ -153,8 +154,16 @@ class SpeculationConfig:
     # Adaptive only: skipped looks end only when the average of recent looks pays, not at a look that
     # pays, as before (``AdaptivePolicy.sticky_skip``; ``localchat bench --modes adaptive-stickyskip``).
     adaptive_sticky_skip: bool = False
+    # Adaptive only: which clear losses in a reply's first steps pause speculation at once
+    # (``AdaptivePolicy.early_pause``): "cost" (only until the measured costs show that the drafter can
+    # pay well: past that, such a loss is the text, and skipped looks sit it out), "always" (the rule
+    # before; ``localchat bench --modes adaptive-earlyalways``), "never" (``adaptive-earlynever``).
+    adaptive_early: Literal["cost", "always", "never"] = "cost"
 
     def __post_init__(self) -> None:
+        if self.adaptive_early not in ("cost", "always", "never"):
+            raise ValueError(
+                f"adaptive_early must be 'cost', 'always' or 'never', not {self.adaptive_early!r}")
         if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:
             raise ValueError(
                 f"draft_tokens must be between {DRAFT_TOKENS_MIN} and {DRAFT_TOKENS_MAX}, "

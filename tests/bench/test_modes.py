@@ -48,3 +48,17 @@ def test_adaptive_stickyskip_is_adaptive_with_skips_that_a_paying_look_does_not_
     sticky = bench_mode("adaptive-stickyskip", 4)
     assert sticky.name == "adaptive-stickyskip" and not plain.speculation.adaptive_sticky_skip
     assert sticky.speculation == replace(plain.speculation, adaptive_sticky_skip=True)
+
+
+def test_adaptive_early_variants_pause_on_an_early_loss_always_or_never() -> None:
+    plain = bench_mode("adaptive", 4)
+    assert plain.speculation.adaptive_early == "cost"
+    for mode, early in (("adaptive-earlyalways", "always"), ("adaptive-earlynever", "never")):
+        variant = bench_mode(mode, 4)
+        assert variant.name == mode
+        assert variant.speculation == replace(plain.speculation, adaptive_early=early)
+
+
+def test_an_unknown_early_pause_rule_is_refused() -> None:
+    with pytest.raises(ValueError, match="adaptive_early"):
+        replace(bench_mode("adaptive", 4).speculation, adaptive_early="sometimes")  # type: ignore[arg-type]

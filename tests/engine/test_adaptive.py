@@ -539,12 +539,13 @@ class BusyPair(Pair):
 def test_busy_moments_seldom_pause_speculation_that_the_verdicts_prove() -> None:
     """Code-like text on a busy machine: a pass in five takes twice as long, one in five four times,
     plain or not. The step times then often say speculation loses; the verdicts (97 tokens in 100
-    accepted) say a fixed length pays. Over eight such machines (which passes are slow differs),
-    without the floor the policy pauses on the times for most of the reply on nearly all of them and
-    skips its looks; with it, it pauses for a fraction of that, skips few looks, and comes within a
-    tenth of the best fixed length on average. It still pauses on some: the cost curve it drafts on
-    is measured through the same busy moments, and where that curve comes out steep enough the
-    proven length no longer pays."""
+    accepted) say a fixed length pays. Over eight such machines (which passes are slow differs), the
+    policy before the floor (which also paused at once on any clear loss in the first steps; that alone
+    now pauses 1,001 steps instead of 1,288 here, but skips more looks) pauses on the times for most
+    of the reply on nearly all of them and skips its looks; with the floor, it pauses for a fraction
+    of that, skips few looks, and comes within a tenth of the best fixed length on average. It still
+    pauses on some: the cost curve it drafts on is measured through the same busy moments, and where
+    that curve comes out steep enough the proven length no longer pays."""
     def run_busy(policy: Policy, machine: int) -> tuple[int, float]:
         pair = BusyPair(easy, accept=lambda c: 0.97, busy=random.Random(machine))
         rng, paused, tokens, seconds = random.Random(machine + 1), 0, 0, 0.0
@@ -559,7 +560,8 @@ def test_busy_moments_seldom_pause_speculation_that_the_verdicts_prove() -> None
     skipped_before = skipped = 0
     for machine in machines:
         before, after = DecisionTrace(), DecisionTrace()
-        p, r = run_busy(AdaptivePolicy(calibrated(F16_CURVE), floor=False, trace=before), machine)
+        old = AdaptivePolicy(calibrated(F16_CURVE), floor=False, early_pause="always", trace=before)
+        p, r = run_busy(old, machine)
         paused_before, rate_before = paused_before + p, rate_before + r / len(machines)
         p, r = run_busy(AdaptivePolicy(calibrated(F16_CURVE), trace=after), machine)
         paused, rate = paused + p, rate + r / len(machines)
@@ -651,20 +653,56 @@ def test_a_pause_after_a_measured_loss_ends_with_a_probe_and_is_judged_as_before
 
 def test_a_reply_whose_start_is_hard_drafts_again_after_a_short_pause() -> None:
     """A reply that opens with text the drafter cannot guess and goes on with text it can (a sentence,
-    then the code): the first pause judged the opening. It used to last 128 tokens, most of a reply;
-    now the probe after 16 finds the easy text and the floor keeps drafting."""
-    def reply(policy: AdaptivePolicy) -> tuple[float, int]:
-        rng, tokens, seconds, drafted = random.Random(3), 0, 0.0, 0
-        for i in range(70):
-            pair = Pair(hopeless, **F16_PAIR) if i < 12 else Pair(easy, accept=lambda c: 0.93, **F16_PAIR)
-            k, s, d = step(policy, pair, rng)
-            tokens, seconds, drafted = tokens + k, seconds + s, drafted + d
-        return tokens / seconds, drafted
-
-    short, drafted = reply(AdaptivePolicy(calibrated(F16_CURVE)))
-    long, drafted_long = reply(AdaptivePolicy(calibrated(F16_CURVE), probe=False))
+    then the code), where that start pauses (the rule that pauses at once on an early loss; the default
+    does so until the costs show the drafter pays well): the first pause judged the opening. It used to
+    last 128 tokens, most of a reply; now the probe after 16 finds the easy text and the floor keeps
+    drafting."""
+    short, drafted = _hard_start(AdaptivePolicy(calibrated(F16_CURVE), early_pause="always"))
+    long, drafted_long = _hard_start(AdaptivePolicy(calibrated(F16_CURVE), probe=False, early_pause="always"))
     assert drafted_long == 0 or long < short
     assert short > 1.3 * long and drafted > 100, (short, long, drafted, drafted_long)
+
+
+def _hard_start(policy: AdaptivePolicy, opening: int = 12, steps: int = 70) -> tuple[float, int]:
+    """A reply that opens with ``opening`` steps of text the drafter cannot guess (a sentence) and
+    goes on with text it can (the code): (tokens per second, tokens drafted)."""
+    rng, tokens, seconds, drafted = random.Random(3), 0, 0.0, 0
+    for i in range(steps):
+        pair = Pair(hopeless, **F16_PAIR) if i < opening else Pair(easy, accept=lambda c: 0.93, **F16_PAIR)
+        k, s, d = step(policy, pair, rng)
+        tokens, seconds, drafted = tokens + k, seconds + s, drafted + d
+    return tokens / seconds, drafted
+
+
+def test_where_the_costs_show_the_drafter_pays_well_a_hard_start_skips_looks_instead_of_pausing() -> None:
+    """On costs that show the drafter can pay well, a loss in a reply's first steps is the text: the
+    policy skips looks (step by step, and a look that pays ends it) instead of pausing for 16 tokens
+    and probing, so it drafts again as soon as the code starts."""
+    trace = DecisionTrace()
+    by_cost = AdaptivePolicy(calibrated(F16_CURVE), early_pause="cost", trace=trace)
+    rate, drafted = _hard_start(by_cost)
+    always_rate, _ = _hard_start(AdaptivePolicy(calibrated(F16_CURVE), early_pause="always"))
+    assert "paused" not in {s.state for s in trace.steps}
+    assert "skip" in {s.state for s in trace.steps[:14]}
+    assert rate > 1.05 * always_rate and drafted > 100, (rate, always_rate, drafted)
+
+
+def test_text_that_keeps_losing_still_pauses_by_the_end_of_the_warm_up() -> None:
+    """Skipped looks sit out a hard start; where the text goes on losing (a story), the window's
+    judgement after the warm-up pauses as before."""
+    p = AdaptivePolicy(calibrated(F16_CURVE), early_pause="cost")
+    asked = run_until_paused(p, Pair(hopeless, **F16_PAIR))
+    assert p.warmup_steps <= asked <= 20, asked
+    assert "retrying in 16 tokens" in p.reason
+
+
+@pytest.mark.parametrize("early", ["cost", "always"])
+def test_a_clear_loss_on_costs_not_yet_known_pauses_after_a_few_steps(early: str) -> None:
+    """Until the costs are known (a fresh install's first reply), a clear loss may be the pair itself
+    (a drafter that costs more than it saves here): it pauses after a few steps, as it always has."""
+    p = AdaptivePolicy(CostModel(), early_pause=early)
+    assert run_until_paused(p, COMPUTE_BOUND) <= 6
+    assert not AdaptivePolicy(CostModel(), early_pause="never")._pause_early()
 
 
 def test_the_first_pause_is_short_only_where_the_drafter_can_pay_well() -> None:
