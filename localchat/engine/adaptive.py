@@ -45,12 +45,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 from localchat.engine.calibration import Calibration, ConversationCalibration
 from localchat.engine.costs import CostModel, ewma
 from localchat.engine.decision_trace import DecisionTrace, StepRecord, TokenDecision
 from localchat.engine.stop_rule import CostStopRule, StopRule
+from localchat.engine.types import EarlyPause
 from localchat.settings.options import DRAFT_TOKENS_MAX
 
 # Below this best-case speed-up, speculation with the drafter cannot pay here: start paused.
@@ -255,7 +256,7 @@ class AdaptivePolicy:
     # looks sit out step by step, and the window's judgement after the warm-up still pauses for text
     # that keeps losing (a story). "always": the rule before (``SpeculationConfig.adaptive_early``);
     # "never": no early pause at all, for measurement.
-    early_pause: Literal["cost", "always", "never"] = "cost"
+    early_pause: EarlyPause = "cost"
     _look_saved: float | None = None
     _skip_left: int = 0
     _skip_len: int = 0
@@ -639,10 +640,16 @@ class AdaptivePolicy:
         """Whether a clear loss in the reply's first steps pauses at once (``early_pause``)."""
         if self.early_pause == "never":
             return False
-        if self.early_pause == "cost" and self._curve_known():
-            best = self.cost.best_case_gain(self.source)
-            return best is None or best < DRAFT_MODEL_MIN_BEST
-        return True
+        return self.early_pause == "always" or not self._pays_well()
+
+    def _pays_well(self) -> bool:
+        """Whether the measured costs say the drafter can pay well here (its best case at least
+        ``DRAFT_MODEL_MIN_BEST``). The curve must be known for that (calibrated, or passes of three
+        sizes measured twice): a line through a pass or two makes every drafter look cheap."""
+        if not self._curve_known():
+            return False
+        best = self.cost.best_case_gain(self.source)
+        return best is not None and best >= DRAFT_MODEL_MIN_BEST
 
     @property
     def _probes(self) -> bool:
@@ -671,10 +678,6 @@ class AdaptivePolicy:
             # most replies; the probe that ends a short one judges the text as it is by then.
             # Only where the measured costs say the drafter can pay well at all: on a target where
             # even its surest tokens barely pay, a second look costs more than a hard start loses.
-            # The curve must be known for that (calibrated, or passes of three sizes measured twice):
-            # a line through a pass or two makes every drafter look cheap.
-            best = self.cost.best_case_gain(self.source) if self._curve_known() else None
-            short = (self._probes and not self._paused_once and best is not None
-                     and best >= DRAFT_MODEL_MIN_BEST)
+            short = self._probes and not self._paused_once and self._pays_well()
             self._paused_once = True
             self._pause(gain, acceptance, short=short)

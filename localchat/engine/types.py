@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from localchat.engine.stats import GenerationStats
 from localchat.settings.drafter_kind import DrafterKind as DrafterKind  # re-exported: crosses processes
@@ -126,6 +126,11 @@ class SamplingParams:
         return self.temperature <= 0.0
 
 
+# Which clear losses in a reply's first steps pause adaptive speculation at once
+# (``AdaptivePolicy.early_pause``).
+EarlyPause = Literal["cost", "always", "never"]
+
+
 @dataclass(frozen=True)
 class SpeculationConfig:
     """How to speculate for one request. ``enabled`` is the user's toggle and always wins."""
@@ -158,12 +163,12 @@ class SpeculationConfig:
     # (``AdaptivePolicy.early_pause``): "cost" (only until the measured costs show that the drafter can
     # pay well: past that, such a loss is the text, and skipped looks sit it out), "always" (the rule
     # before; ``localchat bench --modes adaptive-earlyalways``), "never" (``adaptive-earlynever``).
-    adaptive_early: Literal["cost", "always", "never"] = "cost"
+    adaptive_early: EarlyPause = "cost"
 
     def __post_init__(self) -> None:
-        if self.adaptive_early not in ("cost", "always", "never"):
-            raise ValueError(
-                f"adaptive_early must be 'cost', 'always' or 'never', not {self.adaptive_early!r}")
+        if self.adaptive_early not in get_args(EarlyPause):
+            allowed = ", ".join(get_args(EarlyPause))
+            raise ValueError(f"adaptive_early must be one of {allowed}, not {self.adaptive_early!r}")
         if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:
             raise ValueError(
                 f"draft_tokens must be between {DRAFT_TOKENS_MIN} and {DRAFT_TOKENS_MAX}, "
