@@ -19,8 +19,8 @@ where the run has one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from localchat.engine.speculation_modes import speculation_for_mode
 from localchat.engine.types import SpeculationConfig
@@ -28,21 +28,19 @@ from localchat.settings.options import DRAFT_TOKENS_DEFAULT
 
 ROUTE_MARK = "@"
 OFF = "off"
-# Variants of the adaptive policy, to measure side by side with it: each sets its ``SpeculationConfig``
-# field on top of ``adaptive``.
-ADAPTIVE_VARIANTS: dict[str, Callable[[SpeculationConfig], SpeculationConfig]] = {
-    # without its floor (the policy before issue 27)
-    "adaptive-nofloor": lambda spec: replace(spec, adaptive_floor=False),
-    # as the last release had it
-    "adaptive-previous": lambda spec: replace(spec, adaptive_previous=True),
-    # with a pause that listens to the target
-    "adaptive-listen": lambda spec: replace(spec, adaptive_listen=True),
-    # skipped looks end only when the average of recent looks pays, as before
-    "adaptive-stickyskip": lambda spec: replace(spec, adaptive_sticky_skip=True),
-    # a clear loss in a reply's first steps pauses at once wherever it happens, as before
-    "adaptive-earlyalways": lambda spec: replace(spec, adaptive_early="always"),
+# Variants of the adaptive policy, to measure side by side with it: each is ``adaptive`` with the
+# ``AdaptiveVariant`` fields given here.
+ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
+    "adaptive-nofloor": {"floor": False},  # without its floor (the policy before issue 27)
+    "adaptive-previous": {"previous": True},  # as an earlier release had it
+    "adaptive-listen": {"listen": True},  # with a pause that listens to the target
+    "adaptive-stickyskip": {"sticky_skip": True},  # skipped looks end only when their average pays
+    # a clear loss in a reply's first steps pauses at once wherever it happens, as before ...
+    "adaptive-earlyalways": {"early": "always"},
     # ... or never (the default: until the costs show the drafter can pay well)
-    "adaptive-earlynever": lambda spec: replace(spec, adaptive_early="never"),
+    "adaptive-earlynever": {"early": "never"},
+    "adaptive-earlyskips": {"early": "skips"},
+    "adaptive-earlyonce": {"early": "once"},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}
@@ -66,7 +64,8 @@ def bench_mode(
             return replace(mode, speculation=replace(mode.speculation, fast_forward=on))
     if name in ADAPTIVE_VARIANTS:
         spec = speculation_for_mode("adaptive", draft_tokens, p_min)
-        return BenchMode(label or name, ADAPTIVE_VARIANTS[name](spec))
+        variant = replace(spec.adaptive_variant, **ADAPTIVE_VARIANTS[name])
+        return BenchMode(label or name, replace(spec, adaptive_variant=variant))
     return BenchMode(label or name, speculation_for_mode(name, draft_tokens, p_min))
 
 

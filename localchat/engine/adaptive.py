@@ -45,13 +45,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from localchat.engine.calibration import Calibration, ConversationCalibration
 from localchat.engine.costs import CostModel, ewma
 from localchat.engine.decision_trace import DecisionTrace, StepRecord, TokenDecision
 from localchat.engine.stop_rule import CostStopRule, StopRule
-from localchat.engine.types import EarlyPause
+from localchat.engine.types import AdaptiveVariant, EarlyPause
 from localchat.settings.options import DRAFT_TOKENS_MAX
 
 # Below this best-case speed-up, speculation with the drafter cannot pay here: start paused.
@@ -202,7 +202,7 @@ class AdaptivePolicy:
     rate_steps: int = 8  # speculative steps in the window before its rate prices time
     # The floor (``_floor``): never draft shorter than the fixed length that the conversation's own
     # recent verdicts prove fastest on the measured costs. Off: the stop rule alone (the policy
-    # before issue 27; ``SpeculationConfig.adaptive_floor``).
+    # before issue 27; ``AdaptiveVariant.floor``).
     floor: bool = True
     floor_steps: int = 16  # recent drafting steps whose verdicts estimate the acceptance per token
     floor_min_steps: int = 3  # steps of evidence before the floor acts
@@ -217,13 +217,13 @@ class AdaptivePolicy:
     first_probe_tokens: int = 16
     # A step's cost includes the batch that caught the drafter up on the tokens it sat out (skipped
     # looks, a pause): skipping a look saves its pass, not the drafter's reading of those tokens later.
-    # Off: the policy before (``SpeculationConfig.adaptive_previous``).
+    # Off: the policy before (``AdaptiveVariant.previous``).
     charge_catch_up: bool = True
     # A pause listens to the target (``observe_target``): the target's confidence in the tokens it
     # writes predicts how often the drafter would have guessed them (a drafter of the same family
     # agrees where the target is sure). Where the last ``listen_tokens`` plain tokens of a pause
     # predict an acceptance that proves a fixed length pays, the pause ends with a probe, whose
-    # verdicts then decide. Opt-in (``SpeculationConfig.adaptive_listen``): on the second held-out set it
+    # verdicts then decide. Opt-in (``AdaptiveVariant.listen``): on the second held-out set it
     # was ahead with 2 threads and 3% behind with 1 (docs/BENCHMARKS.md), so it is not the default.
     listen: bool = False
     listen_tokens: int = 16
@@ -248,18 +248,19 @@ class AdaptivePolicy:
     look_alpha: float = 0.2
     max_skip: int = 8
     # A look that paid does not end the skipping, the average alone decides, as before
-    # (``SpeculationConfig.adaptive_sticky_skip``).
+    # (``AdaptiveVariant.sticky_skip``).
     sticky_skip: bool = False
     # Which clear losses in the first ``warmup_steps`` pause at once (``early_gain``). "cost": only until
     # the measured costs show that the drafter can pay well (``DRAFT_MODEL_MIN_BEST``, the curve known);
     # past that, a loss in a reply's first steps is the text (a sentence before the code), which skipped
     # looks sit out step by step, and the window's judgement after the warm-up still pauses for text
-    # that keeps losing (a story). "always": the rule before (``SpeculationConfig.adaptive_early``);
+    # that keeps losing (a story). "always": the rule before (``AdaptiveVariant.early``);
     # "never": no early pause at all, for measurement.
     early_pause: EarlyPause = "cost"
     _look_saved: float | None = None
     _skip_left: int = 0
     _skip_len: int = 0
+    _lost_after_longest: bool = False  # the last look lost after skips had run their longest
     _conversation: int = 0
     # Per recent drafting step of the model drafter: (tokens accepted in a row, 1 if a rejection
     # ended the run else 0): the run is known to end where verification rejected a token (a drafted
@@ -284,6 +285,14 @@ class AdaptivePolicy:
     # confidently wrong on one kind of text (its own equally good variant of some code)
     # and right on another; the conversation's evidence soon outweighs the pair's.
     _calibration: Calibration = field(init=False)
+
+    @classmethod
+    def for_variant(cls, variant: AdaptiveVariant, cost: CostModel, **kwargs: Any) -> AdaptivePolicy:
+        """The policy of ``variant`` (the default, or one kept to measure beside it)."""
+        before = variant.previous
+        return cls(cost, floor=variant.floor, probe=not before, charge_catch_up=not before,
+                   listen=variant.listen, sticky_skip=variant.sticky_skip, early_pause=variant.early,
+                   **kwargs)
 
     def __post_init__(self) -> None:
         self._calibration = ConversationCalibration(self.cost.calibration_for(self.source))
@@ -422,6 +431,7 @@ class AdaptivePolicy:
         self._window.clear()
         self._n = max(1, min(self._n, 3))
         self._look_saved, self._skip_left, self._skip_len = None, 0, 0
+        self._lost_after_longest = False
 
     @property
     def speedup(self) -> float | None:
@@ -553,6 +563,7 @@ class AdaptivePolicy:
             return  # the short drafts that measure the curve come first
         saved = (accepted + 1) * t1 - seconds  # against plain steps writing the same tokens
         self._look_saved = ewma(self._look_saved, saved, self.look_alpha)
+        self._lost_after_longest = saved <= 0.0 and self._skip_len >= self.max_skip
         if saved > 0.0 and not self.sticky_skip:
             # This look paid: the next step looks again. The average remembers the looks that lost,
             # so one that loses next starts skipping again at one step; the skips grow only while
@@ -640,7 +651,11 @@ class AdaptivePolicy:
         """Whether a clear loss in the reply's first steps pauses at once (``early_pause``)."""
         if self.early_pause == "never":
             return False
-        return self.early_pause == "always" or not self._pays_well()
+        if self.early_pause == "always" or not self._pays_well():
+            return True
+        if self.early_pause == "cost":
+            return False
+        return self._lost_after_longest or (self.early_pause == "once" and self._paused_once)
 
     def _pays_well(self) -> bool:
         """Whether the measured costs say the drafter can pay well here (its best case at least

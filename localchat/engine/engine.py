@@ -61,6 +61,7 @@ from localchat.engine.tooluse.grammar import ToolGrammar, tool_grammar
 from localchat.engine.tooluse.parser import ParseDelta, thinking_spans, tokens_within
 from localchat.engine.tooluse.plan import ReplyPlan, plan_reply
 from localchat.engine.types import (
+    AdaptiveVariant,
     ConstraintKind,
     DrafterKind,
     EngineConfig,
@@ -161,7 +162,7 @@ class Engine:
         self.combined: CombinedDrafter | None = None  # kept across replies: it learns which source wins
         self.draft_problem = ""  # why the draft model is not in use, in words
         # (session, drafter, the adaptive variant's settings) -> policy
-        self._policies: dict[tuple[str, str, tuple[bool | str, ...]], AdaptivePolicy] = {}
+        self._policies: dict[tuple[str, str, AdaptiveVariant], AdaptivePolicy] = {}
         # Opt-in: every adaptive policy records its decisions here (tools/adaptive_trace.py).
         self.decision_trace: DecisionTrace | None = None
         self.cost = CostModel()  # timings of this hardware, shared by every conversation
@@ -364,17 +365,13 @@ class Engine:
             source = self.model_drafter.name
         else:
             source = self.ngram.name
-        variant = (spec.adaptive_floor, spec.adaptive_previous, spec.adaptive_listen,
-                   spec.adaptive_sticky_skip, spec.adaptive_early)
-        key = (request.session, drafter.name, variant)
+        key = (request.session, drafter.name, spec.adaptive_variant)
         policy = self._policies.get(key)
         if policy is None:
             if len(self._policies) >= 64:  # forget the oldest conversation
                 self._policies.pop(next(iter(self._policies)))
-            policy = AdaptivePolicy(self.cost, start=spec.draft_tokens, source=source, confident=confident,
-                                    floor=spec.adaptive_floor, probe=not spec.adaptive_previous,
-                                    charge_catch_up=not spec.adaptive_previous, listen=spec.adaptive_listen,
-                                    sticky_skip=spec.adaptive_sticky_skip, early_pause=spec.adaptive_early)
+            policy = AdaptivePolicy.for_variant(spec.adaptive_variant, self.cost, start=spec.draft_tokens,
+                                                source=source, confident=confident)
             self._policies[key] = policy
         policy.trace = self.decision_trace
         if spec.resume:

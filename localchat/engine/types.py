@@ -128,7 +128,38 @@ class SamplingParams:
 
 # Which clear losses in a reply's first steps pause adaptive speculation at once
 # (``AdaptivePolicy.early_pause``).
-EarlyPause = Literal["cost", "always", "never"]
+EarlyPause = Literal["cost", "skips", "once", "always", "never"]
+
+
+@dataclass(frozen=True)
+class AdaptiveVariant:
+    """Which version of the adaptive policy drafts: the default (every field at its default), or one
+    kept to measure side by side with it (``localchat bench --modes adaptive-nofloor`` and the other
+    ``bench.modes.ADAPTIVE_VARIANTS``). Each field is the ``AdaptivePolicy`` setting of that name
+    (engine/adaptive.py, ``AdaptivePolicy.for_variant``)."""
+
+    # Never draft shorter than the fixed length the conversation's own verdicts prove fastest
+    # (``AdaptivePolicy.floor``). False: the policy before issue 27 (``adaptive-nofloor``).
+    floor: bool = True
+    # The policy as an earlier release had it: no probe ending a pause, no short first pause, no
+    # catch-up batch charged to a step (``adaptive-previous``).
+    previous: bool = False
+    # Opt-in: a pause that listens to the target (``AdaptivePolicy.listen``; ``adaptive-listen``). Not
+    # the default: measured no better on every cost curve.
+    listen: bool = False
+    # Skipped looks end only when the average of recent looks pays, not at a look that pays, as
+    # before (``AdaptivePolicy.sticky_skip``; ``adaptive-stickyskip``).
+    sticky_skip: bool = False
+    # Which clear losses in a reply's first steps pause speculation at once (``AdaptivePolicy.
+    # early_pause``): "cost" (only until the measured costs show that the drafter can pay well: past
+    # that, such a loss is the text, and skipped looks sit it out), "always" (the rule before;
+    # ``adaptive-earlyalways``), "never" (``adaptive-earlynever``) and the candidates "skips" and "once".
+    early: EarlyPause = "cost"
+
+    def __post_init__(self) -> None:
+        if self.early not in get_args(EarlyPause):
+            allowed = ", ".join(get_args(EarlyPause))
+            raise ValueError(f"the early pause rule must be one of {allowed}, not {self.early!r}")
 
 
 @dataclass(frozen=True)
@@ -145,30 +176,10 @@ class SpeculationConfig:
     # Under an output constraint: the tokens the grammar forces (a JSON key after its quote) enter
     # the next verification batch without being drafted or chosen, with speculation on or off.
     fast_forward: bool = True
-    # Adaptive only: never draft shorter than the fixed length the conversation's own verdicts prove
-    # fastest (engine/adaptive.py, ``AdaptivePolicy.floor``). False: the policy before issue 27, for
-    # benchmarks that compare the two side by side (``localchat bench --modes adaptive-nofloor``).
-    adaptive_floor: bool = True
-    # Adaptive only: the policy as the last release had it, to measure the changes since side by side
-    # (``localchat bench --modes adaptive-previous``): no probe ending a pause, no short first pause
-    # (``AdaptivePolicy.probe``).
-    adaptive_previous: bool = False
-    # Adaptive only, opt-in: a pause that listens to the target (``AdaptivePolicy.listen``; ``localchat
-    # bench --modes adaptive-listen``). Not the default: measured no better on every cost curve.
-    adaptive_listen: bool = False
-    # Adaptive only: skipped looks end only when the average of recent looks pays, not at a look that
-    # pays, as before (``AdaptivePolicy.sticky_skip``; ``localchat bench --modes adaptive-stickyskip``).
-    adaptive_sticky_skip: bool = False
-    # Adaptive only: which clear losses in a reply's first steps pause speculation at once
-    # (``AdaptivePolicy.early_pause``): "cost" (only until the measured costs show that the drafter can
-    # pay well: past that, such a loss is the text, and skipped looks sit it out), "always" (the rule
-    # before; ``localchat bench --modes adaptive-earlyalways``), "never" (``adaptive-earlynever``).
-    adaptive_early: EarlyPause = "cost"
+    # Adaptive only: the policy's version, the default or one to measure beside it (``AdaptiveVariant``).
+    adaptive_variant: AdaptiveVariant = AdaptiveVariant()
 
     def __post_init__(self) -> None:
-        if self.adaptive_early not in get_args(EarlyPause):
-            allowed = ", ".join(get_args(EarlyPause))
-            raise ValueError(f"adaptive_early must be one of {allowed}, not {self.adaptive_early!r}")
         if not DRAFT_TOKENS_MIN <= self.draft_tokens <= DRAFT_TOKENS_MAX:
             raise ValueError(
                 f"draft_tokens must be between {DRAFT_TOKENS_MIN} and {DRAFT_TOKENS_MAX}, "

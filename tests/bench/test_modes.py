@@ -7,7 +7,10 @@ from dataclasses import replace
 import pytest
 
 from localchat.bench.modes import bench_mode
+from localchat.engine.adaptive import AdaptivePolicy
+from localchat.engine.costs import CostModel
 from localchat.engine.speculation_modes import MODE_NAMES, speculation_for_mode
+from localchat.engine.types import AdaptiveVariant
 
 
 def test_a_bench_mode_is_the_shared_meaning_of_its_name_under_a_label() -> None:
@@ -22,43 +25,36 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
         bench_mode("fast")
 
 
-def test_adaptive_nofloor_is_adaptive_without_its_floor() -> None:
+@pytest.mark.parametrize(("mode", "fields"), [
+    ("adaptive-nofloor", {"floor": False}),  # without its floor
+    ("adaptive-previous", {"previous": True}),  # as an earlier release had it
+    ("adaptive-listen", {"listen": True}),  # a pause that listens to the target
+    ("adaptive-stickyskip", {"sticky_skip": True}),  # skips that a paying look does not end
+    ("adaptive-earlyalways", {"early": "always"}),  # any clear early loss pauses at once
+    ("adaptive-earlynever", {"early": "never"}),
+])
+def test_an_adaptive_variant_is_adaptive_with_one_setting_of_its_version_changed(
+    mode: str, fields: dict[str, object]
+) -> None:
     plain = bench_mode("adaptive", 4)
-    nofloor = bench_mode("adaptive-nofloor", 4)
-    assert nofloor.name == "adaptive-nofloor" and plain.speculation.adaptive_floor
-    assert nofloor.speculation == replace(plain.speculation, adaptive_floor=False)
+    assert plain.speculation.adaptive_variant == AdaptiveVariant()
+    variant = bench_mode(mode, 4)
+    assert variant.name == mode and variant.speculation.adaptive_variant != AdaptiveVariant()
+    assert variant.speculation == replace(plain.speculation,
+                                          adaptive_variant=replace(AdaptiveVariant(), **fields))  # type: ignore[arg-type]
 
 
-def test_adaptive_previous_is_adaptive_as_the_last_release_had_it() -> None:
-    plain = bench_mode("adaptive", 4)
-    previous = bench_mode("adaptive-previous", 4)
-    assert previous.name == "adaptive-previous" and not plain.speculation.adaptive_previous
-    assert previous.speculation == replace(plain.speculation, adaptive_previous=True)
+def test_each_variant_builds_the_policy_it_names() -> None:
+    def settings(p: AdaptivePolicy) -> tuple[object, ...]:
+        return p.floor, p.probe, p.charge_catch_up, p.listen, p.sticky_skip, p.early_pause, p.source
 
-
-def test_adaptive_listen_is_adaptive_with_a_pause_that_listens_to_the_target() -> None:
-    plain = bench_mode("adaptive", 4)
-    listen = bench_mode("adaptive-listen", 4)
-    assert listen.name == "adaptive-listen" and not plain.speculation.adaptive_listen
-    assert listen.speculation == replace(plain.speculation, adaptive_listen=True)
-
-
-def test_adaptive_stickyskip_is_adaptive_with_skips_that_a_paying_look_does_not_end() -> None:
-    plain = bench_mode("adaptive", 4)
-    sticky = bench_mode("adaptive-stickyskip", 4)
-    assert sticky.name == "adaptive-stickyskip" and not plain.speculation.adaptive_sticky_skip
-    assert sticky.speculation == replace(plain.speculation, adaptive_sticky_skip=True)
-
-
-def test_adaptive_early_variants_pause_on_an_early_loss_always_or_never() -> None:
-    plain = bench_mode("adaptive", 4)
-    assert plain.speculation.adaptive_early == "cost"
-    for mode, early in (("adaptive-earlyalways", "always"), ("adaptive-earlynever", "never")):
-        variant = bench_mode(mode, 4)
-        assert variant.name == mode
-        assert variant.speculation == replace(plain.speculation, adaptive_early=early)
+    cost = CostModel()
+    assert settings(AdaptivePolicy.for_variant(AdaptiveVariant(), cost)) == settings(AdaptivePolicy(cost))
+    p = AdaptivePolicy.for_variant(AdaptiveVariant(floor=False, previous=True, listen=True, sticky_skip=True,
+                                                   early="always"), cost, source="lookup")
+    assert settings(p) == (False, False, False, True, True, "always", "lookup")
 
 
 def test_an_unknown_early_pause_rule_is_refused() -> None:
-    with pytest.raises(ValueError, match="adaptive_early"):
-        replace(bench_mode("adaptive", 4).speculation, adaptive_early="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="the early pause rule must be one of cost, "):
+        AdaptiveVariant(early="sometimes")  # type: ignore[arg-type]
