@@ -173,8 +173,8 @@ def main() -> None:
     ap.add_argument("--modes", default="nofloor,adaptive",
                     help="adaptive runs beside auto:4: nofloor, previous (the last release's), "
                          "listen (a pause that listens to the target), earlyalways (any clear loss in a "
-                         "reply's first steps pauses at once), earlynever, stickyskip (a look that pays "
-                         "does not end skipped looks), "
+                         "reply's first steps pauses at once), earlynever, earlycost (skipped looks to the "
+                         "warm-up's end), stickyskip (a look that pays does not end skipped looks), "
                          "model (the draft model alone), adaptive")
     ap.add_argument("--fixed", type=int, default=FIXED, help="the fixed length run beside (auto:N)")
     ap.add_argument("--steps", action="store_true", help="print every step of the adaptive runs")

@@ -35,12 +35,13 @@ ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive-previous": {"previous": True},  # as an earlier release had it
     "adaptive-listen": {"listen": True},  # with a pause that listens to the target
     "adaptive-stickyskip": {"sticky_skip": True},  # skipped looks end only when their average pays
-    # a clear loss in a reply's first steps pauses at once wherever it happens, as before ...
+    # A clear loss in a reply's first steps pauses at once wherever it happens (issue 27's first rule),
+    # or never, or only until the costs show the drafter can pay well and skipped looks then sit it out
+    # to the warm-up's end (the rule before the default's: a look that loses after the longest skips
+    # also pauses).
     "adaptive-earlyalways": {"early": "always"},
-    # ... or never (the default: until the costs show the drafter can pay well)
     "adaptive-earlynever": {"early": "never"},
-    "adaptive-earlyskips": {"early": "skips"},
-    "adaptive-earlyonce": {"early": "once"},
+    "adaptive-earlycost": {"early": "cost"},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

@@ -250,13 +250,15 @@ class AdaptivePolicy:
     # A look that paid does not end the skipping, the average alone decides, as before
     # (``AdaptiveVariant.sticky_skip``).
     sticky_skip: bool = False
-    # Which clear losses in the first ``warmup_steps`` pause at once (``early_gain``). "cost": only until
-    # the measured costs show that the drafter can pay well (``DRAFT_MODEL_MIN_BEST``, the curve known);
-    # past that, a loss in a reply's first steps is the text (a sentence before the code), which skipped
-    # looks sit out step by step, and the window's judgement after the warm-up still pauses for text
-    # that keeps losing (a story). "always": the rule before (``AdaptiveVariant.early``);
-    # "never": no early pause at all, for measurement.
-    early_pause: EarlyPause = "cost"
+    # Which clear losses in the first ``warmup_steps`` pause at once (``early_gain``). "skips": until the
+    # measured costs show that the drafter can pay well (``DRAFT_MODEL_MIN_BEST``, the curve known) any
+    # such loss; past that, a loss in a reply's first steps is the text (a sentence before the code),
+    # which skipped looks sit out step by step, and it pauses only where a look still loses after the
+    # skips have run their longest (``max_skip``): a sentence is over by then, a story is not. "cost":
+    # the skipped looks go on to the warm-up's end, whose judgement pauses text that keeps losing (the
+    # rule before). "always": any clear early loss (issue 27's first rule); "never": none, for
+    # measurement (``AdaptiveVariant.early``).
+    early_pause: EarlyPause = "skips"
     _look_saved: float | None = None
     _skip_left: int = 0
     _skip_len: int = 0
@@ -556,6 +558,7 @@ class AdaptivePolicy:
         for a hundred tokens or more; this acts within a reply, step by step, and a look that pays
         again ends it.
         """
+        self._lost_after_longest = False
         t1 = self.cost.t_verify(1)
         if t1 is None or self.cost.draft_token_s.get(self.source, 0.0) <= 0.0:
             return
@@ -653,9 +656,7 @@ class AdaptivePolicy:
             return False
         if self.early_pause == "always" or not self._pays_well():
             return True
-        if self.early_pause == "cost":
-            return False
-        return self._lost_after_longest or (self.early_pause == "once" and self._paused_once)
+        return self.early_pause == "skips" and self._lost_after_longest
 
     def _pays_well(self) -> bool:
         """Whether the measured costs say the drafter can pay well here (its best case at least

@@ -128,7 +128,7 @@ class SamplingParams:
 
 # Which clear losses in a reply's first steps pause adaptive speculation at once
 # (``AdaptivePolicy.early_pause``).
-EarlyPause = Literal["cost", "skips", "once", "always", "never"]
+EarlyPause = Literal["skips", "cost", "always", "never"]
 
 
 @dataclass(frozen=True)
@@ -151,10 +151,11 @@ class AdaptiveVariant:
     # before (``AdaptivePolicy.sticky_skip``; ``adaptive-stickyskip``).
     sticky_skip: bool = False
     # Which clear losses in a reply's first steps pause speculation at once (``AdaptivePolicy.
-    # early_pause``): "cost" (only until the measured costs show that the drafter can pay well: past
-    # that, such a loss is the text, and skipped looks sit it out), "always" (the rule before;
-    # ``adaptive-earlyalways``), "never" (``adaptive-earlynever``) and the candidates "skips" and "once".
-    early: EarlyPause = "cost"
+    # early_pause``): "skips" (until the measured costs show that the drafter can pay well; past that,
+    # such a loss is the text and skipped looks sit it out, until a look still loses after the longest
+    # skips), "cost" (skipped looks sit it out to the warm-up's end; ``adaptive-earlycost``), "always"
+    # (pause at once wherever; ``adaptive-earlyalways``), "never" (``adaptive-earlynever``).
+    early: EarlyPause = "skips"
 
     def __post_init__(self) -> None:
         if self.early not in get_args(EarlyPause):

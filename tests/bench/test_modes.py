@@ -32,6 +32,7 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     ("adaptive-stickyskip", {"sticky_skip": True}),  # skips that a paying look does not end
     ("adaptive-earlyalways", {"early": "always"}),  # any clear early loss pauses at once
     ("adaptive-earlynever", {"early": "never"}),
+    ("adaptive-earlycost", {"early": "cost"}),  # skipped looks to the warm-up's end
 ])
 def test_an_adaptive_variant_is_adaptive_with_one_setting_of_its_version_changed(
     mode: str, fields: dict[str, object]
@@ -56,5 +57,5 @@ def test_each_variant_builds_the_policy_it_names() -> None:
 
 
 def test_an_unknown_early_pause_rule_is_refused() -> None:
-    with pytest.raises(ValueError, match="the early pause rule must be one of cost, "):
+    with pytest.raises(ValueError, match="the early pause rule must be one of skips, cost, "):
         AdaptiveVariant(early="sometimes")  # type: ignore[arg-type]

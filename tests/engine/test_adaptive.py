@@ -679,8 +679,7 @@ def test_where_the_costs_show_the_drafter_pays_well_a_hard_start_skips_looks_ins
     policy skips looks (step by step, and a look that pays ends it) instead of pausing for 16 tokens
     and probing, so it drafts again as soon as the code starts."""
     trace = DecisionTrace()
-    by_cost = AdaptivePolicy(calibrated(F16_CURVE), early_pause="cost", trace=trace)
-    rate, drafted = _hard_start(by_cost)
+    rate, drafted = _hard_start(AdaptivePolicy(calibrated(F16_CURVE), trace=trace))
     always_rate, _ = _hard_start(AdaptivePolicy(calibrated(F16_CURVE), early_pause="always"))
     assert "paused" not in {s.state for s in trace.steps}
     assert "skip" in {s.state for s in trace.steps[:14]}
@@ -688,15 +687,15 @@ def test_where_the_costs_show_the_drafter_pays_well_a_hard_start_skips_looks_ins
 
 
 def test_text_that_keeps_losing_still_pauses_by_the_end_of_the_warm_up() -> None:
-    """Skipped looks sit out a hard start; where the text goes on losing (a story), the window's
-    judgement after the warm-up pauses as before."""
+    """Under "cost" (the rule before the default's), skipped looks sit out a hard start; where the text
+    goes on losing (a story), the window's judgement after the warm-up pauses as before."""
     p = AdaptivePolicy(calibrated(F16_CURVE), early_pause="cost")
     asked = run_until_paused(p, Pair(hopeless, **F16_PAIR))
     assert p.warmup_steps <= asked <= 20, asked
     assert "retrying in 16 tokens" in p.reason
 
 
-@pytest.mark.parametrize("early", ["cost", "always"])
+@pytest.mark.parametrize("early", ["skips", "cost", "always"])
 def test_a_clear_loss_on_costs_not_yet_known_pauses_after_a_few_steps(early: str) -> None:
     """Until the costs are known (a fresh install's first reply), a clear loss may be the pair itself
     (a drafter that costs more than it saves here): it pauses after a few steps, as it always has."""
@@ -775,3 +774,21 @@ def test_where_the_drafter_disagrees_even_with_a_sure_target_a_sure_target_ends_
     p.observe_target(0.99, "n-gram", True)  # a lookup draft's first token says nothing of the drafter
     _plain_steps(p, 0.99, 40)
     assert p.paused
+
+
+def test_text_that_loses_through_the_longest_skips_pauses_within_the_warm_up() -> None:
+    """The default (``early_pause="skips"``): on costs that show the drafter pays well, a look that still
+    loses after the skipped looks have run their longest (8 steps) pauses at once. A sentence before the
+    code is over by then and the hard start drafts as under "cost"; a story pauses after 5 looks, not
+    after the warm-up's 12, and spends fewer drafter passes and catch-up batches finding out."""
+    assert AdaptivePolicy(CostModel()).early_pause == "skips"
+    trace = DecisionTrace()
+    skips = AdaptivePolicy(calibrated(F16_CURVE), early_pause="skips", trace=trace)
+    asked = run_until_paused(skips, Pair(hopeless, **F16_PAIR))
+    by_cost = AdaptivePolicy(calibrated(F16_CURVE), early_pause="cost")
+    assert asked < skips.warmup_steps <= run_until_paused(by_cost, Pair(hopeless, **F16_PAIR))
+    states = [s.state for s in trace.steps]
+    assert states[-9:] == ["skip"] * 8 + ["draft"], states  # the look after the longest skips lost
+    assert "retrying in 16 tokens" in skips.reason
+    assert _hard_start(AdaptivePolicy(calibrated(F16_CURVE), early_pause="skips")) == _hard_start(
+        AdaptivePolicy(calibrated(F16_CURVE), early_pause="cost"))
