@@ -42,6 +42,8 @@ ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive-earlyalways": {"early": "always"},
     "adaptive-earlynever": {"early": "never"},
     "adaptive-earlycost": {"early": "cost"},
+    # The draft model gives way to lookup alone only on a calibrated or saved cost curve, as before.
+    "adaptive-calibratedonly": {"learnt_curve": False},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

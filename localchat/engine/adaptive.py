@@ -675,8 +675,7 @@ class AdaptivePolicy:
 
     def _curve_known(self) -> bool:
         """Whether the verification curve is measured well enough to judge the best case from."""
-        counts = self.cost.verify.counts
-        return self.cost.calibrated or sum(1 for b, n in counts.items() if b >= 2 and n >= 2) >= 3
+        return self.cost.curve_known()
 
     def _judge(self, gain: float, pause: bool) -> None:
         """Leave this conversation's measured verdict for the next ones; pause if it lost."""

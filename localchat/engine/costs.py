@@ -245,3 +245,10 @@ class CostModel:
 
     def ready(self) -> bool:
         return 1 in self.verify.points
+
+    def curve_known(self) -> bool:
+        """Whether the verification curve is measured well enough to judge a drafter's best case from:
+        calibrated (at load, or a saved profile), or passes of three sizes past one token measured at
+        least twice each in the replies (a line through a pass or two makes every drafter look cheap)."""
+        counts = self.verify.counts
+        return self.calibrated or sum(1 for b, n in counts.items() if b >= 2 and n >= 2) >= 3

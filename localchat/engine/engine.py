@@ -328,7 +328,7 @@ class Engine:
             reason = self.draft_problem or "No draft model is paired with this model."
             return self.ngram, SpeculationState(True, "n-gram", reason, spec.draft_tokens)
         if spec.adaptive:
-            best = self._draft_model_best_case()
+            best = self._draft_model_best_case(spec.adaptive_variant.learnt_curve)
             if best is not None and best < DRAFT_MODEL_MIN_BEST:
                 return self.lookup, SpeculationState(True, "n-gram", lookup_instead(best), spec.draft_tokens)
         state = SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
@@ -336,8 +336,12 @@ class Engine:
             self.combined = CombinedDrafter(md, self.ngram)
         return self.combined, state
 
-    def _draft_model_best_case(self) -> float | None:
-        """The draft model's best-case speed-up on this machine's calibrated costs; None until known.
+    def _draft_model_best_case(self, learnt: bool = True) -> float | None:
+        """The draft model's best-case speed-up on this machine's measured costs; None until the curve
+        is known: calibrated at load or saved, or (``learnt``) learnt in the replies well enough to
+        judge from (``CostModel.curve_known``). Without the latter a target where the draft model
+        cannot pay, with its calibration at load declined or skipped, measured every new conversation
+        at a loss for itself.
 
         Below ``CANNOT_PAY`` it cannot pay for this target whatever the text (a compute-bound
         target on a CPU), and below ``DRAFT_MODEL_MIN_BEST`` only on the easiest: adaptive speculation
@@ -345,7 +349,7 @@ class Engine:
         its context (code edits, quoting).
         """
         md = self.model_drafter
-        if md is None or not self.cost.calibrated:
+        if md is None or not (self.cost.calibrated or (learnt and self.cost.curve_known())):
             return None
         return self.cost.best_case_gain(md.name)
 

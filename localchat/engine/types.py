@@ -135,8 +135,9 @@ EarlyPause = Literal["skips", "cost", "always", "never"]
 class AdaptiveVariant:
     """Which version of the adaptive policy drafts: the default (every field at its default), or one
     kept to measure side by side with it (``localchat bench --modes adaptive-nofloor`` and the other
-    ``bench.modes.ADAPTIVE_VARIANTS``). Each field is the ``AdaptivePolicy`` setting of that name
-    (engine/adaptive.py, ``AdaptivePolicy.for_variant``)."""
+    ``bench.modes.ADAPTIVE_VARIANTS``). The policy's own settings are mapped by
+    ``AdaptivePolicy.for_variant`` (engine/adaptive.py); ``learnt_curve`` is the engine's choice of
+    drafter (``Engine._choose_drafter``)."""
 
     # Never draft shorter than the fixed length the conversation's own verdicts prove fastest
     # (``AdaptivePolicy.floor``). False: the policy before issue 27 (``adaptive-nofloor``).
@@ -156,6 +157,10 @@ class AdaptiveVariant:
     # skips), "cost" (skipped looks sit it out to the warm-up's end; ``adaptive-earlycost``), "always"
     # (pause at once wherever; ``adaptive-earlyalways``), "never" (``adaptive-earlynever``).
     early: EarlyPause = "skips"
+    # Whether the draft model gives way to lookup alone (where its best case is under 1.15x) on a cost
+    # curve learnt in the replies too, once known (``CostModel.curve_known``), or only on one
+    # calibrated at load or saved, as before (``adaptive-calibratedonly``).
+    learnt_curve: bool = True
 
     def __post_init__(self) -> None:
         if self.early not in get_args(EarlyPause):

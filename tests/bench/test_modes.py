@@ -33,6 +33,7 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     ("adaptive-earlyalways", {"early": "always"}),  # any clear early loss pauses at once
     ("adaptive-earlynever", {"early": "never"}),
     ("adaptive-earlycost", {"early": "cost"}),  # skipped looks to the warm-up's end
+    ("adaptive-calibratedonly", {"learnt_curve": False}),  # lookup alone only on a calibrated curve
 ])
 def test_an_adaptive_variant_is_adaptive_with_one_setting_of_its_version_changed(
     mode: str, fields: dict[str, object]

@@ -285,6 +285,40 @@ def test_a_draft_model_that_pays_only_on_the_easiest_text_gives_way_to_lookup(sm
         assert eng.info.speculation.drafter != "n-gram"
 
 
+def test_a_cost_curve_learnt_in_the_replies_lets_the_draft_model_give_way(smollm2_path: Path) -> None:
+    """Without a calibration at load (declined as disturbed, or skipped: ``localchat bench --fresh``) the
+    curve is learnt in the replies. Once it is known (three batch sizes measured twice each), a draft
+    model that pays only on the easiest text gives way to lookup as on a calibrated curve; before, every
+    new conversation measured it again at a loss (a Q8_0 target, 0.90x plain on 2 threads). The rule
+    before stays measurable (``AdaptiveVariant.learnt_curve=False``, bench ``adaptive-calibratedonly``)."""
+    from dataclasses import replace
+
+    from localchat.engine.types import AdaptiveVariant
+
+    marginal = {1: 30.0, 2: 41.0, 4: 60.0, 8: 100.0, 16: 180.0}
+    cfg = EngineConfig(str(smollm2_path), draft_path=str(smollm2_path), n_ctx=512, use_profile=False,
+                       calibrate=False)
+    with Engine(cfg) as eng:
+        md = eng.model_drafter
+        assert md is not None
+        assert eng.speculation_state(ADAPTIVE).drafter != "n-gram"  # nothing measured yet
+        eng.cost.observe_draft(md.name, 4, 4 * DRAFTER_MS / 1000)
+        eng.cost.observe_verify(1, marginal[1] / 1000)
+        eng.cost.observe_verify(2, marginal[2] / 1000)
+        eng.cost.observe_verify(4, marginal[4] / 1000)
+        assert not eng.cost.curve_known()  # one pass a size: a line through it proves nothing yet
+        assert eng.speculation_state(ADAPTIVE).drafter != "n-gram"
+        for batch, ms in [*marginal.items(), *marginal.items()]:
+            eng.cost.observe_verify(batch, ms / 1000)
+        assert eng.cost.curve_known() and not eng.cost.calibrated
+        best = eng.cost.best_case_gain(md.name)
+        assert best is not None and 1.0 < best < 1.15, best
+        state = eng.speculation_state(ADAPTIVE)
+        assert state.drafter == "n-gram" and "saves too little" in state.reason
+        before = replace(ADAPTIVE, adaptive_variant=AdaptiveVariant(learnt_curve=False))
+        assert eng.speculation_state(before).drafter != "n-gram"
+
+
 def test_measure_costs_times_every_draft_batch_apart_from_the_engines_own_costs(smollm2_path: Path) -> None:
     from localchat.bench.modelled import MEASURED_SIZES
 
