@@ -660,9 +660,8 @@ class AdaptivePolicy:
 
     def _pays_well(self) -> bool:
         """Whether the measured costs say the drafter can pay well here (its best case at least
-        ``DRAFT_MODEL_MIN_BEST``). The curve must be known for that (calibrated, or passes of three
-        sizes measured twice): a line through a pass or two makes every drafter look cheap."""
-        if not self._curve_known():
+        ``DRAFT_MODEL_MIN_BEST``), on a curve known well enough to judge from (``CostModel.curve_known``)."""
+        if not self.cost.curve_known():
             return False
         best = self.cost.best_case_gain(self.source)
         return best is not None and best >= DRAFT_MODEL_MIN_BEST
@@ -672,10 +671,6 @@ class AdaptivePolicy:
         """Pauses end with a probe (it drafts under the floor's rule, so the floor and a drafter's
         confidence are needed)."""
         return self.probe and self.floor and self.confident
-
-    def _curve_known(self) -> bool:
-        """Whether the verification curve is measured well enough to judge the best case from."""
-        return self.cost.curve_known()
 
     def _judge(self, gain: float, pause: bool) -> None:
         """Leave this conversation's measured verdict for the next ones; pause if it lost."""

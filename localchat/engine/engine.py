@@ -349,7 +349,8 @@ class Engine:
         its context (code edits, quoting).
         """
         md = self.model_drafter
-        if md is None or not (self.cost.calibrated or (learnt and self.cost.curve_known())):
+        known = self.cost.curve_known() if learnt else self.cost.calibrated
+        if md is None or not known:
             return None
         return self.cost.best_case_gain(md.name)
 

@@ -715,7 +715,7 @@ def test_the_first_pause_is_short_only_where_the_drafter_can_pay_well() -> None:
     assert "retrying in 64 tokens" in p.reason
     unknown = AdaptivePolicy(CostModel(), retry_tokens=64)
     run_until_paused(unknown, Pair(hopeless))
-    assert not unknown._curve_known() and "retrying in 64 tokens" in unknown.reason
+    assert not unknown.cost.curve_known() and "retrying in 64 tokens" in unknown.reason
 
 
 def _paused_for_the_retry_wait(listen: bool = True) -> AdaptivePolicy:
