@@ -179,7 +179,9 @@ def main() -> None:
     ap.add_argument("--fixed", type=int, default=FIXED, help="the fixed length run beside (auto:N)")
     ap.add_argument("--steps", action="store_true", help="print every step of the adaptive runs")
     ap.add_argument("--fresh", action="store_true",
-                    help="no calibration at load (as `localchat bench --fresh`): costs learnt in the replies")
+                    help="no calibration at load: costs learnt in the replies, as where a calibration "
+                         "at load is declined as disturbed (`localchat bench --fresh` calibrates at load "
+                         "and ignores a saved profile)")
     args = ap.parse_args()
     FIXED = args.fixed
     os.environ.setdefault("LOCALCHAT_PROFILES_DIR", tempfile.mkdtemp())  # never the user's profiles

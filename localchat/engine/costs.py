@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from localchat.engine.calibration import Calibration
@@ -252,3 +253,23 @@ class CostModel:
         least twice each in the replies (a line through a pass or two makes every drafter look cheap)."""
         counts = self.verify.counts
         return self.calibrated or sum(1 for b, n in counts.items() if b >= 2 and n >= 2) >= 3
+
+
+# Two rounds whose times agree this closely, size by size, measured the machine, not a busy moment.
+REPEAT_TOLERANCE = 0.1
+
+
+def repeated(rounds: Sequence[Mapping[int, float]], tolerance: float = REPEAT_TOLERANCE) -> bool:
+    """Whether two complete rounds of passes agree, every size within ``tolerance`` of the other
+    round's time: a curve that ``profile.plausible`` doubts but that repeats is the machine's own.
+
+    On a CPU some curves have the shape a busy moment gives: a Q8_0 target's batch of two costs three
+    single tokens (2 threads: 39 ms for one token, 121 ms for two, as llama.cpp leaves its one-token
+    kernel), and a batch of 8 can cost less than one of 7 (a kernel for whole blocks). Such a curve
+    was declined at every load as "a busy machine", and speculation learnt at a loss in the replies
+    what the calibration had measured. A busy moment does not slow the same sizes by the same
+    amount twice."""
+    sizes = set().union(*rounds) if rounds else set()
+    whole = [r for r in rounds if set(r) == sizes]  # a round with a size slowed is no evidence
+    return any(all(abs(a[k] - b[k]) <= tolerance * min(a[k], b[k]) for k in sizes)
+               for a, b in itertools.combinations(whole, 2))

@@ -50,7 +50,7 @@ import psutil
 from localchat.engine import sampling
 from localchat.engine.backend import Context, llama_version, system_info
 from localchat.engine.calibration import Calibration
-from localchat.engine.costs import CostModel
+from localchat.engine.costs import CostModel, repeated
 from localchat.engine.draft_sources import NgramDrafter
 from localchat.engine.types import SamplingParams
 from localchat.settings.folders import profiles_dir
@@ -325,6 +325,8 @@ def calibrate(
     target.clear()
     drafter.clear()
     passes: dict[int, list[float]] = {}
+    rounds_s: list[dict[int, float]] = []  # each round's undisturbed passes, fastest per size
+    this_round: dict[int, float] = {}
     disturbed = ""
     step_s: list[float] = []
     pass_s: list[float] = []
@@ -346,14 +348,17 @@ def calibrate(
                 deadline = max(deadline, begun + min(25 * seconds, 2 * budget_s))
             if clean:
                 passes.setdefault(size, []).append(seconds)
+                this_round[size] = min(seconds, this_round.get(size, seconds))
                 clean_in_round += 1
             else:
                 slowed += 1
                 if slowed > MAX_SLOWED:
                     break  # the machine is busy: what it measures now is not worth its time
             if (i + 1) % len(sizes) == 0:  # a round done: another only if it looks disturbed
+                rounds_s.append(this_round)
+                this_round = {}
                 measured = {b: min(v) for b, v in passes.items()}
-                if len(measured) == len(set(sizes)) and plausible(measured):
+                if len(measured) == len(set(sizes)) and (plausible(measured) or repeated(rounds_s)):
                     break
                 if 2 * clean_in_round < len(sizes):
                     break  # most passes slowed: the machine is busy, another round would be too
@@ -380,7 +385,7 @@ def calibrate(
     if len(best) < len(set(sizes)):
         missing = sorted(set(sizes) - set(best))
         disturbed = f"passes of {', '.join(map(str, missing))} tokens were slowed by other programs"
-    elif not plausible(best):
+    elif not (plausible(best) or repeated(rounds_s)):
         disturbed = "the passes' times contradict each other (a busy machine)"
     elif len(step_s) < 2:
         disturbed = "the drafter's steps were slowed by other programs"
@@ -399,7 +404,8 @@ def calibrate(
 
 def plausible(curve: Mapping[int, float]) -> bool:
     """Whether one round of passes looks undisturbed: a bigger batch never much cheaper than a
-    smaller one, and no batch dearer than its tokens one at a time (a busy machine breaks both)."""
+    smaller one, and no batch dearer than its tokens one at a time (a busy machine breaks both).
+    Some real curves break them too (``repeated``)."""
     sizes = sorted(curve)
     t1 = curve[sizes[0]]
     for small, big in itertools.pairwise(sizes):

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from localchat.bench.modelled import (
+    MEASURED_SIZES,
     CostCurve,
     batch_counts,
     merged,
@@ -146,3 +147,23 @@ def test_one_undisturbed_measurement_is_enough() -> None:
     report = run_bench(engine, PROMPT, MODES, max_tokens=8)
     assert report.costs == CostCurve({1: 0.11, 2: 0.2}, 0.03)
     assert measure_costs(object()) is None  # an engine that cannot measure (a route's)
+
+
+# Measured on this machine, Q8_0 target, 2 threads: a batch of two costs three single tokens and a
+# batch of 8 less than one of 7 (llama.cpp's kernels), the shape a busy moment gives, repeated.
+Q8_SHAPE = {b: 0.039 + 0.015 * b for b in MEASURED_SIZES} | {2: 0.118, 8: 0.157}
+
+
+def test_measurements_declined_for_their_shape_count_where_the_runs_start_and_end_repeat_them() -> None:
+    shape = "the passes' times contradict each other (a busy machine)"
+    again = {b: s * 1.12 for b, s in Q8_SHAPE.items()}  # minutes later, 12% slower throughout
+    engine = Measuring([report_of(Q8_SHAPE, 0.015, shape), report_of(again, 0.016, shape)])
+    report = run_bench(engine, PROMPT, MODES, max_tokens=8)
+    assert report.costs == CostCurve(dict(sorted(Q8_SHAPE.items())), 0.015)
+    # A busy moment: the two disagree (a size 40% slower in one), or one of them missed a size.
+    busy = {**Q8_SHAPE, 4: Q8_SHAPE[4] * 1.4}
+    engine = Measuring([report_of(Q8_SHAPE, 0.015, shape), report_of(busy, 0.016, shape)])
+    assert run_bench(engine, PROMPT, MODES, max_tokens=8).costs is None
+    partial = {b: s for b, s in Q8_SHAPE.items() if b != 4}
+    engine = Measuring([report_of(partial, 0.015, shape), report_of(partial, 0.015, shape)])
+    assert run_bench(engine, PROMPT, MODES, max_tokens=8).costs is None

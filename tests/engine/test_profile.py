@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from localchat.engine import profile
-from localchat.engine.costs import CostModel
+from localchat.engine.costs import CostModel, repeated
 from localchat.engine.profile import Measured, ProfileKey
 
 KEY = ProfileKey("100:aa", "50:bb", "CPU", 2, 0, "local", "0.3.36 CPU : AVX2 = 1 |")
@@ -108,6 +108,22 @@ def test_an_undisturbed_curve_is_plausible_a_busy_one_is_not() -> None:
     assert profile.plausible({1: 0.060, 2: 0.094, 4: 0.111, 8: 0.159, 16: 0.219})
     assert not profile.plausible({1: 0.060, 2: 0.094, 4: 0.300, 8: 0.159, 16: 0.219})  # 8 far cheaper than 4
     assert not profile.plausible({1: 0.010, 2: 0.094, 4: 0.111, 8: 0.159, 16: 0.219})  # 2 dearer than 2 x 1
+
+
+def test_a_curve_with_a_busy_machines_shape_counts_where_two_rounds_repeat_it() -> None:
+    """A Q8_0 target on 2 threads (measured here, ms): a batch of two costs three single tokens, which
+    ``plausible`` takes for a busy moment; it was declined at every load. Two rounds that agree within
+    a tenth, size by size, are the machine's own curve; rounds that disagree, or one with a size
+    missing (slowed), are not."""
+    q8 = {1: 0.039, 2: 0.121, 4: 0.169, 8: 0.163, 16: 0.251}
+    assert not profile.plausible(q8)
+    again = {1: 0.041, 2: 0.117, 4: 0.159, 8: 0.160, 16: 0.244}
+    assert repeated([q8, again]) and repeated([{1: 0.05, 2: 0.3, 4: 0.1}, q8, again])
+    assert not repeated([q8]) and not repeated([])
+    busy = {**again, 4: 0.169 * 1.3}
+    assert not repeated([q8, busy])
+    assert not repeated([q8, {b: t for b, t in again.items() if b != 8}])
+    assert repeated([q8, busy], tolerance=0.35)
 
 
 def test_a_process_that_was_not_calibrated_keeps_what_it_measured_if_it_is_enough() -> None:
