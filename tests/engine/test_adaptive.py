@@ -169,11 +169,16 @@ def test_drafts_run_long_on_easy_text_and_not_at_all_on_hopeless_text() -> None:
 
 
 def test_a_costly_verification_batch_means_shorter_drafts() -> None:
-    flat = AdaptivePolicy(CostModel())
-    steep = AdaptivePolicy(CostModel())
-    _, lf = run(flat, Pair(mixed, t_batch=0.08, t_token=0.0005), 150)
-    _, ls = run(steep, Pair(mixed, t_batch=0.04, t_token=0.03), 150)
-    drafts_flat, drafts_steep = [n for n in lf[-60:] if n], [n for n in ls[-60:] if n]  # skipped looks aside
+    """Over several seeds: one seed's path decides a single run's last drafts (a change elsewhere in
+    the policy moved one seed from 2.3 against 1.9 tokens to 2.0 against 1.9; over twelve seeds 2.3
+    against 1.5 either way)."""
+    drafts_flat: list[int] = []
+    drafts_steep: list[int] = []
+    for seed in range(6):
+        _, lf = run(AdaptivePolicy(CostModel()), Pair(mixed, t_batch=0.08, t_token=0.0005), 150, seed)
+        _, ls = run(AdaptivePolicy(CostModel()), Pair(mixed, t_batch=0.04, t_token=0.03), 150, seed)
+        drafts_flat += [n for n in lf[-60:] if n]  # skipped looks aside
+        drafts_steep += [n for n in ls[-60:] if n]
     assert sum(drafts_flat) / len(drafts_flat) > 1.2 * sum(drafts_steep) / len(drafts_steep)
 
 
