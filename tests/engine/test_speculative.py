@@ -442,8 +442,49 @@ def test_drafter_catch_up_after_a_stretch_is_timed_apart(smollm2_f16_path: Path,
         behind = md.propose(tokens, 3, params, rng)  # 100+ tokens it never saw
         assert behind.catch_up_seconds > 0
         assert md.ctx.tokens[: len(tokens)] == tokens
-        in_step = md.propose([*tokens, *behind.tokens[:1], 13], 3, params, rng)  # two new tokens
+        after = [*tokens, *behind.tokens[:1]]
+        in_step = md.propose([*after, 13], 3, params, rng)  # one new token: the step's own pass
         assert in_step.catch_up_seconds == 0
+
+
+def test_two_tokens_behind_the_drafter_reads_them_the_faster_way(
+    smollm2_f16_path: Path, smollm2_path: Path
+) -> None:
+    """Two tokens behind (the last draft token and the target's own): one batched pass or two
+    single-token passes, whichever measured faster. A batch is timed apart from the single passes
+    (on a CPU it can cost more than two of them), so ``decode_seconds`` stays the cost of a look."""
+    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=1024)
+    with Engine(cfg) as eng:
+        md = eng.model_drafter
+        assert md is not None
+        tokens = eng.target_model.tokenize("The quick brown fox jumps over the lazy dog. " * 4,
+                                           add_special=True)
+        md.prefill(tokens[:10], lambda: False)
+        params, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
+        md.propose(tokens[:11], 1, params, rng)  # in step: one single pass timed
+        assert md.decode_seconds is not None and md.pair_seconds is None
+
+        first = md.propose(tokens[:13], 1, params, rng)  # two behind, the batch not yet timed
+        assert first.catch_up_seconds > 0 and md.pair_seconds == pytest.approx(first.catch_up_seconds)
+        assert md.ctx.tokens[:13] == tokens[:13]
+
+        # Where the batch measured dearer than two single passes, two single passes read the pair.
+        md.pair_seconds = 10.0
+        passes_before = md.decode_seconds
+        singles = md.propose(tokens[:15], 1, params, rng)
+        assert singles.catch_up_seconds == 0 and md.pair_seconds == 10.0
+        assert md.decode_seconds != passes_before  # both single passes were timed
+        assert md.ctx.tokens[:15] == tokens[:15]
+
+        # Now and then the batch is timed again, so that a change in its cost is seen.
+        md._pairs = md.PAIR_RECHECK - 1
+        rechecked = md.propose(tokens[:17], 1, params, rng)
+        assert rechecked.catch_up_seconds > 0 and md.pair_seconds < 10.0
+
+        # Where it measured cheaper (a GPU), the pair is read in one pass.
+        md.pair_seconds = 0.0
+        batched = md.propose(tokens[:19], 1, params, rng)
+        assert batched.catch_up_seconds > 0 and md.ctx.tokens[:19] == tokens[:19]
 
 
 class DeclineAt(CountingRule):

@@ -1,0 +1,140 @@
+"""What the draft model's short batches cost here, and what reading two tokens the faster way saves.
+
+    python tools/drafter_batches.py --model T.gguf --draft D.gguf [--threads 1,2]
+    python tools/drafter_batches.py --model T.gguf --draft D.gguf --threads 1 --ab PROMPTS
+        [--max-tokens 96] [--limit 4]
+
+Without ``--ab``: the drafter's decode of 1, 2, 3 and 4 tokens after a 150-token context, median of
+15 passes each, per thread count. On a CPU a quantized drafter leaves its one-token kernel from two
+tokens on, and a batch of two can cost more than two single passes; the drafter then reads two tokens
+it is behind one by one (engine/draft_sources.py, ``ModelDrafter._catch_up_two``).
+
+With ``--ab``: each prompt of ``PROMPTS`` (a shipped set's name or a JSON Lines file) runs in one
+engine as plain decoding, then adaptive speculation and ``auto:4``, each with the drafter reading two
+tokens behind as now (``new``) and as before (``old``: always one batch, timed as a single pass),
+the two alternating which goes first. Printed: each run's speed over plain decoding (measured), per
+prompt and per category, and any text that differs from plain decoding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def batches(model: str, draft: str, threads: int) -> dict[int, float]:
+    """Median milliseconds of the drafter's decode of 1-4 tokens."""
+    from localchat.engine.engine import Engine
+    from localchat.engine.types import EngineConfig
+
+    cfg = EngineConfig(model, draft_path=draft, n_ctx=2048, use_profile=False, calibrate=False,
+                       state_memory_bytes=0, n_threads=threads)
+    with Engine(cfg) as eng:
+        assert eng.model_drafter is not None, eng.draft_problem
+        ctx = eng.model_drafter.ctx
+        text = ("def fibonacci(n):\n    if n < 2:\n        return n\n"
+                "    return fibonacci(n - 1) + fibonacci(n - 2)\n")
+        toks = eng.target_model.tokenize(text * 6, add_special=False)
+        base = 150
+        ctx.truncate(0)
+        ctx.decode(toks[:base], logits_for="last")
+        seen: dict[int, list[float]] = {b: [] for b in (1, 2, 3, 4)}
+        for _ in range(15):
+            for b in seen:
+                ctx.truncate(base)
+                t0 = time.perf_counter()
+                ctx.decode(toks[base:base + b], logits_for="last")
+                seen[b].append(time.perf_counter() - t0)
+        return {b: statistics.median(v) * 1000 for b, v in seen.items()}
+
+
+def side_by_side(model: str, draft: str, threads: int, prompts: Sequence[Any], max_tokens: int) -> None:
+    from localchat.bench.modes import bench_mode
+    from localchat.engine import draft_sources as ds
+    from localchat.engine.engine import Engine
+    from localchat.engine.types import ChatMessage, EngineConfig, GenerationRequest, SamplingParams
+
+    new = ds.ModelDrafter._catch_up_two
+
+    def old(self: ds.ModelDrafter, tokens: Sequence[int]) -> float:  # the reading before
+        self._timed(lambda: ds.sync_context(self.ctx, tokens))
+        return 0.0
+
+    cfg = EngineConfig(model, draft_path=draft, n_ctx=2048, use_profile=False, calibrate=True,
+                       state_memory_bytes=0, n_threads=threads)
+    modes = {"adaptive": bench_mode("adaptive", 4).speculation, "auto:4": bench_mode("auto", 4).speculation,
+             "off": bench_mode("off").speculation}
+    totals: dict[tuple[str, str], list[float]] = {}
+    with Engine(cfg) as eng:
+        def run(prompt: str, mode: str, session: str) -> tuple[int, float, list[int]]:
+            eng.reset()
+            req = GenerationRequest(messages=(ChatMessage("user", prompt),), max_tokens=max_tokens,
+                                    sampling=SamplingParams(temperature=0.0), speculation=modes[mode],
+                                    session=session)
+            res = eng.generate(req)
+            n = res.stats.generated_tokens
+            return n, n / res.stats.tokens_per_s, list(res.token_ids)
+
+        run(prompts[0].prompt, "auto:4", "warm")  # page the weights in
+        for i, p in enumerate(prompts):
+            arms: list[tuple[str, Callable[..., float]]] = [("old", old), ("new", new)]
+            if i % 2:
+                arms.reverse()
+            n, s, plain_ids = run(p.prompt, "off", f"{i}")
+            row = {"off": (n, s)}
+            for mode in ("adaptive", "auto:4"):
+                for arm, reading in arms:
+                    ds.ModelDrafter._catch_up_two = reading  # type: ignore[method-assign]
+                    n, s, ids = run(p.prompt, mode, f"{i}")
+                    if ids != plain_ids:
+                        print(f"  text differs from plain decoding: {p.id} {mode} {arm}")
+                    row[f"{mode}/{arm}"] = (n, s)
+            ds.ModelDrafter._catch_up_two = new  # type: ignore[method-assign]
+            for key, (n, s) in row.items():
+                for cat in (p.category, "all"):
+                    t = totals.setdefault((cat, key), [0.0, 0.0])
+                    t[0] += n
+                    t[1] += s
+            plain = row["off"][0] / row["off"][1]
+            ratios = " ".join(f"{k} {n / s / plain:.3f}" for k, (n, s) in row.items() if k != "off")
+            print(f"{p.category:8s} {p.id[:26]:26s} {ratios}", flush=True)
+    print("\nper category, x plain (measured)")
+    for cat in sorted({c for c, _ in totals}):
+        plain = totals[(cat, "off")][0] / totals[(cat, "off")][1]
+        print(f"{cat:8s} " + " ".join(f"{k} {n / s / plain:.3f}" for (c, k), (n, s) in sorted(totals.items())
+                                      if c == cat and k != "off"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--draft", required=True)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--ab", default=None, help="prompts (a shipped set's name or a JSON Lines file)")
+    ap.add_argument("--category", action="append")
+    ap.add_argument("--limit", type=int, default=0, help="prompts per category (0: all)")
+    ap.add_argument("--max-tokens", type=int, default=96)
+    args = ap.parse_args()
+    os.environ.setdefault("LOCALCHAT_PROFILES_DIR", tempfile.mkdtemp())  # never the user's profiles
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.ab:
+        from localchat.bench.prompts import prompts_from, select
+
+        prompts = [p for p in select(prompts_from(args.ab), args.category, args.limit) if not p.schema]
+        for n in threads:
+            side_by_side(args.model, args.draft, n, prompts, args.max_tokens)
+        return
+    for n in threads:
+        ms = batches(args.model, args.draft, n)
+        by_batch = ", ".join(f"{b}: {m:.1f}" for b, m in ms.items())
+        print(f"threads {n}: drafter ms by batch (median of 15) {by_batch}; "
+              f"a batch of 2 = {ms[2] / ms[1]:.2f} single passes")
+
+
+if __name__ == "__main__":
+    main()
