@@ -8,7 +8,10 @@ The engine's draft sources make the tokens; the catalog's ``DrafterEntry``
   whatever it holds past the common prefix and evaluates the new tokens in one
   batch. That one rule covers partial acceptance (rejected drafts dropped),
   full acceptance (the last draft token was never evaluated by the drafter and
-  is simply part of the catch-up batch) and a new chat turn.
+  is simply part of the catch-up batch) and a new chat turn. Two new tokens are
+  the exception: where this machine reads them faster one at a time (a CPU's
+  batch of two can cost nearly three single passes), they are read so
+  (``ModelDrafter._catch_up_two``).
 - ``NgramDrafter``: prompt lookup. The longest recent n-gram of the context
   that also occurred earlier proposes the tokens that followed it. Free, and
   strong on code edits, summaries and quoting.
@@ -54,8 +57,8 @@ class Draft:
     # Per-token drafting distribution q (sampling mode); None means a point mass.
     dists: list[sampling.Dist] | None = None
     source: str = ""
-    # Time spent catching the drafter up on a long stretch it did not see (after a
-    # pause or n-gram drafts): paid once, so it is kept out of per-step cost figures.
+    # Time spent catching the drafter up in one batch on tokens it did not see (a stretch after a
+    # pause or n-gram drafts, or two tokens read as a batch): kept out of per-look cost figures.
     catch_up_seconds: float = 0.0
     # Single-token drafter passes this draft paid for (looks at a next token; a catch-up batch is timed
     # in ``catch_up_seconds`` instead): what a benchmark models the drafter's cost from (bench/modelled.py).
