@@ -1,0 +1,476 @@
+"""Speculation policies replayed on recorded replies and a cost curve: every fixed length and
+adaptive speculation, side by side, without the machine's noise.
+
+    python tools/adaptive_replay.py record --model T.gguf --draft D.gguf --prompts heldout2
+        [--limit 4] [--max-tokens 96] [--threads 1] --out REC.json
+    python tools/adaptive_replay.py replay REC.json [--curve CURVE.json] [--fixed 1,2,3,4,5,6,7,8]
+        [--adaptive adaptive,adaptive-nofloor]
+
+``record`` answers each prompt with the target alone (greedy: the text every policy must write), then
+reads prompt and reply with the draft model in one batch, keeping at every position of the reply the
+drafter's greedy token and its confidence; where that token is not the reply's, it also keeps the few
+tokens the drafter would draft after it (its draft goes on past a wrong token until its confidence
+falls). With those, what the drafter proposes at any point of the reply is known without running it.
+It also keeps this machine's cost curve: the target's verification time by batch size (the engine's
+calibration at load) and the drafter's decode time by batch size (median of 9 passes).
+
+``replay`` runs the engine's own decode loop (engine/speculative.py ``DecodeLoop``), drafters
+(``ModelDrafter``, n-gram lookup, their combination) and policies (``FixedPolicy``,
+``AdaptivePolicy``) on those recordings, with a target and a drafter that answer from them and a
+clock that advances by the curve's cost of each pass. Each policy runs the prompts in order in one
+pipeline of its own (a fresh install: costs calibrated at load, the pair's acceptance learnt reply
+after reply), as ``localchat bench --fresh`` runs them. Printed per prompt and category: each
+policy's speed over plain decoding on the curve, the best fixed length per prompt in hindsight, and
+adaptive / best fixed. ``--curve`` replays on another recording's curve (another thread count or
+machine): the text is this recording's, the costs that curve's.
+
+A replay is a model of a run: the drafter's confidences after a wrong token are kept only while at
+least ``CHAIN_MIN`` (lower ones end every draft anyway) and pass times are the curve's medians. Its
+figures tell policies apart exactly, prompt by prompt; a claim about speed still needs a measured
+run (``tools/adaptive_matrix.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+CHAIN_LEN = 16  # tokens kept after a wrong drafted token (a draft is at most DRAFT_TOKENS_MAX)
+CHAIN_MIN = 0.2  # ... while the drafter's confidence is at least this
+VERIFY_SIZES = range(1, 18)
+DRAFT_SIZES = range(1, 10)
+
+
+# -- recording --------------------------------------------------------------------------------------
+def _median_ms(run: Callable[[], object], reps: int = 9) -> float:
+    seen = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        run()
+        seen.append(time.perf_counter() - t0)
+    return statistics.median(seen) * 1000
+
+
+def first_per_category(items: list[Any], limit: int) -> list[Any]:
+    """The first ``limit`` items of each ``category`` (all of them for 0), in order."""
+    if not limit:
+        return items
+    seen: dict[str, int] = defaultdict(int)
+    kept = []
+    for item in items:
+        seen[item.category] += 1
+        if seen[item.category] <= limit:
+            kept.append(item)
+    return kept
+
+
+def record(args: argparse.Namespace) -> None:
+    os.environ.setdefault("LOCALCHAT_PROFILES_DIR", tempfile.mkdtemp())  # never the user's profiles
+    from localchat.bench.prompts import prompts_from
+    from localchat.engine import sampling
+    from localchat.engine.adaptive import FixedPolicy
+    from localchat.engine.draft_sources import sync_context
+    from localchat.engine.engine import Engine
+    from localchat.engine.speculative import DecodeLoop
+    from localchat.engine.stats import StatsRecorder
+    from localchat.engine.types import ChatMessage, EngineConfig, FinishReason, SamplingParams
+
+    prompts = first_per_category([p for p in prompts_from(args.prompts) if not p.schema], args.limit)
+    cfg = EngineConfig(args.model, draft_path=args.draft, n_ctx=2048, use_profile=False, calibrate=True,
+                       state_memory_bytes=0, n_threads=args.threads)
+    out: dict[str, Any] = {"model": Path(args.model).name, "draft": Path(args.draft).name,
+                           "threads": args.threads, "max_tokens": args.max_tokens, "prompts": []}
+    with Engine(cfg) as eng:
+        md = eng.model_drafter
+        if md is None:
+            raise SystemExit(f"the draft model did not load: {eng.draft_problem}")
+        dctx, tctx = md.ctx, eng.target
+        # The curve: the target's and the drafter's decode by batch size after a 150-token context
+        # (median of 9 passes), and the sizes the calibration at load measures (what the policy knows
+        # of the curve before its first reply).
+        toks = eng.target_model.tokenize("def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1)"
+                                         " + fibonacci(n - 2)\n" * 8, add_special=False)
+
+        def batch(ctx: Any, b: int) -> Callable[[], object]:
+            rows: str | int = b if ctx is tctx else "last"  # verification reads every row, a catch-up one
+
+            def run() -> object:
+                ctx.truncate(150)
+                return ctx.decode(toks[150:150 + b], logits_for=rows)
+            return run
+
+        curve: dict[str, Any] = {"calibration": sorted(eng.cost.verify.points)}
+        for name, ctx, sizes in (("verify_ms", tctx, VERIFY_SIZES), ("draft_ms", dctx, DRAFT_SIZES)):
+            ctx.truncate(0)
+            ctx.decode(toks[:150], logits_for="last")
+            curve[name] = {b: _median_ms(batch(ctx, b)) for b in sizes}
+        curve["label"] = f"{Path(args.model).stem}, {args.threads} thread(s)"
+        out["curve"] = curve
+        for p in prompts:
+            eng.reset()
+            prompt, _ = eng.formatter.tokens_for((ChatMessage("user", p.prompt),))
+            loop = DecodeLoop(tctx, None, FixedPolicy(0), SamplingParams(temperature=0.0), StatsRecorder(),
+                              lambda: False, args.max_tokens)
+            reply: list[int] = []
+            for step in loop.run(prompt):
+                reply.extend(step.tokens)
+            eog = None
+            if loop.finish_reason is FinishReason.STOP:  # the end-of-generation token the target chose
+                sync_context(tctx, [*prompt, *reply])
+                eog = int(np.argmax(tctx.logits(0)))
+            full = [*prompt, *reply] + ([eog] if eog is not None else [])
+            # The drafter along the reply: one batch with a row per position after the prompt.
+            dctx.truncate(0)
+            sync_context(dctx, prompt[:-1])
+            rows = len(full) - len(prompt) + 1
+            body = full[len(prompt) - 1:]
+            dctx.decode(body, logits_for=rows)
+            greedy, conf = [], []
+            for r in range(rows):
+                lg = dctx.logits(r)
+                greedy.append(int(np.argmax(lg)))
+                conf.append(round(sampling.top_probability(lg), 5))
+            # After a wrong token: what the drafter drafts next, from its own wrong token on.
+            chains: dict[int, list[list[float]]] = {}
+            n_reply = len(full) - len(prompt)
+            for j in range(n_reply):
+                if greedy[j] == full[len(prompt) + j]:
+                    continue
+                sync_context(dctx, [*full[:len(prompt) + j], greedy[j]])
+                chain: list[list[float]] = []
+                while len(chain) < CHAIN_LEN:
+                    lg = dctx.logits(0)
+                    tok, c = int(np.argmax(lg)), sampling.top_probability(lg)
+                    if c < CHAIN_MIN:
+                        break
+                    chain.append([tok, round(c, 5)])
+                    dctx.decode([tok], logits_for="last")
+                chains[j] = chain
+            out["prompts"].append({"id": p.id, "category": p.category, "prompt": prompt, "reply": reply,
+                                   "eog": eog, "greedy": greedy, "conf": conf,
+                                   "chains": {str(k): v for k, v in chains.items()}})
+            right = sum(g == t for g, t in zip(greedy, full[len(prompt):], strict=False))
+            print(f"{p.id}: {len(reply)} tokens, drafter right at {right} of {n_reply} positions", flush=True)
+        out["n_vocab"] = int(eng.target_model.n_vocab)
+        out["eos"] = int(eng.target_model.eos())
+    Path(args.out).write_text(json.dumps(out))
+    print(f"wrote {args.out}")
+
+
+# -- replay -----------------------------------------------------------------------------------------
+class Clock:
+    """The replay's time: every pass advances it by the curve's cost."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _cost(table: dict[int, float]) -> Callable[[int], float]:
+    """Seconds for a batch of ``n`` tokens from a table of milliseconds by batch size (linear past it)."""
+    sizes = sorted(table)
+    top, prev = sizes[-1], sizes[-2] if len(sizes) > 1 else sizes[-1]
+    slope = (table[top] - table[prev]) / max(1, top - prev)
+
+    def cost(n: int) -> float:
+        if n in table:
+            return table[n] / 1000
+        if n > top:
+            return (table[top] + slope * (n - top)) / 1000
+        lo = max(s for s in sizes if s < n)
+        hi = min(s for s in sizes if s > n)
+        return (table[lo] + (table[hi] - table[lo]) * (n - lo) / (hi - lo)) / 1000
+    return cost
+
+
+class _Model:
+    def __init__(self, eog: set[int]) -> None:
+        self.eog = eog
+
+    def is_eog(self, tok: int) -> bool:
+        return tok in self.eog
+
+
+class ReplayContext:
+    """A llama.cpp context that answers from a recording: ``answer(tokens)`` is (token, confidence)
+    after ``tokens``; each decode advances ``clock`` by ``cost(batch)``."""
+
+    read_grid = 0
+    fresh = 0
+
+    def __init__(self, answer: Callable[[Sequence[int]], tuple[int, float]], cost: Callable[[int], float],
+                 clock: Clock, n_vocab: int, eog: set[int]) -> None:
+        self.answer, self.cost, self.clock, self.n_vocab = answer, cost, clock, n_vocab
+        self.model = _Model(eog)
+        self.tokens: list[int] = []
+        self.n_ctx, self.n_batch = 4096, 512
+        self._rows: list[int] = []
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def set_abort(self, should_abort: object) -> None:
+        pass
+
+    def truncate(self, n_keep: int) -> None:
+        del self.tokens[n_keep:]
+
+    def clear(self) -> None:
+        self.tokens = []
+
+    def decode(self, tokens: Sequence[int], logits_for: str | int = "last") -> int:
+        n = len(tokens)
+        self.tokens.extend(tokens)
+        end = len(self.tokens)
+        rows = n if logits_for == "all" else 1 if logits_for == "last" else int(logits_for)
+        self._rows = list(range(end - rows, end))
+        self.clock.now += self.cost(n)
+        return n
+
+    def logits(self, row: int) -> np.ndarray:
+        tok, conf = self.answer(self.tokens[: self._rows[row] + 1])
+        out = np.full(self.n_vocab, -np.inf, dtype=np.float32)
+        if conf >= 0.999999:
+            out[tok] = 0.0
+            return out
+        conf = max(conf, 1e-4)
+        k = int((1.0 - conf) / conf) + 2  # tokens sharing the rest, each less likely than ``tok``
+        others = [t for t in range(k + 1) if t != tok][:k]
+        out[others] = math.log((1.0 - conf) / k)
+        out[tok] = math.log(conf)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class Recorded:
+    """One recorded reply: what the target and the drafter answer after any tokens."""
+
+    def __init__(self, rec: dict[str, Any], fallback_eog: int) -> None:
+        self.id, self.category = rec["id"], rec["category"]
+        self.prompt: list[int] = rec["prompt"]
+        self.reply: list[int] = rec["reply"]
+        self.eog = rec["eog"] if rec["eog"] is not None else fallback_eog
+        self.full = [*self.prompt, *self.reply, self.eog]
+        self.greedy, self.conf = rec["greedy"], rec["conf"]
+        self.chains = {int(k): v for k, v in rec["chains"].items()}
+
+    def target(self, tokens: Sequence[int]) -> tuple[int, float]:
+        j = len(tokens) - len(self.prompt)
+        if _common(tokens, self.full) == len(tokens) and 0 <= j < len(self.full) - len(self.prompt):
+            return self.full[len(tokens)], 1.0
+        return self.eog, 1.0  # a row after a wrong draft token: verification never reads it
+
+    def drafter(self, tokens: Sequence[int]) -> tuple[int, float]:
+        n, base = len(tokens), len(self.prompt)
+        k = _common(tokens, self.full)
+        if k == n:
+            j = n - base
+            if 0 <= j < len(self.greedy):
+                return self.greedy[j], self.conf[j]
+            return self.eog, 0.0
+        j = k - base
+        chain = self.chains.get(j)
+        if chain is None or tokens[k] != self.greedy[j]:
+            return self.eog, 0.0
+        i = n - k - 1  # tokens of the chain already in the context
+        if i < len(chain) and all(tokens[k + 1 + m] == chain[m][0] for m in range(i)):
+            return int(chain[i][0]), float(chain[i][1])
+        return self.eog, 0.0
+
+
+def _arms(fixed: Sequence[int], adaptive: Sequence[str]) -> list[str]:
+    return ["off", *(f"auto:{n}" for n in fixed), *adaptive]
+
+
+class Pipeline:
+    """One policy's engine: the decode loop, drafters and costs, answering the prompts in order."""
+
+    def __init__(self, arm: str, curve: dict[str, dict[int, float]], calibration: Sequence[int], n_vocab: int,
+                 eogs: set[int], clock: Clock) -> None:
+        from localchat.bench.modes import bench_mode
+        from localchat.engine.costs import CostModel
+        from localchat.engine.draft_sources import CombinedDrafter, ModelDrafter, NgramDrafter
+
+        self.arm, self.clock = arm, clock
+        mode, _, n = arm.partition(":")
+        self.spec = bench_mode(mode, int(n) if n else 4).speculation
+        self.verify = _cost(curve["verify_ms"])
+        self.draft_cost = _cost(curve["draft_ms"])
+        self.n_vocab, self.eogs = n_vocab, eogs
+        self.cost = CostModel()
+        for size in calibration:  # the calibration at load: the sizes it measures, on this curve
+            self.cost.observe_verify(size, self.verify(size))
+        self.cost.draft_token_s["draft"] = curve["draft_ms"][1] / 1000
+        self.cost.calibrated = True
+        self.dctx = ReplayContext(lambda t: (0, 0.0), self.draft_cost, clock, n_vocab, eogs)
+        self.md = ModelDrafter(self.dctx, "draft", self.spec.p_min)  # type: ignore[arg-type]
+        self.ngram = NgramDrafter()
+        self.lookup = NgramDrafter(min_ngram=CombinedDrafter.MIN_MATCH)
+        self.combined = CombinedDrafter(self.md, self.ngram)
+
+    def answer(self, r: Recorded, max_tokens: int,
+               steps: list[tuple[int, int]] | None = None) -> tuple[list[int], float, int, int]:
+        """(the reply's tokens, generation seconds, tokens drafted, tokens accepted); ``steps`` gets
+        (tokens drafted, tokens accepted) for each verification."""
+        from localchat.engine.adaptive import DRAFT_MODEL_MIN_BEST, AdaptivePolicy, DraftPolicy, FixedPolicy
+        from localchat.engine.speculative import DecodeLoop
+        from localchat.engine.stats import StatsRecorder
+        from localchat.engine.types import SamplingParams
+
+        spec = self.spec
+        tctx = ReplayContext(r.target, self.verify, self.clock, self.n_vocab, self.eogs)
+        self.dctx.answer = r.drafter
+        drafter: Any = None
+        policy: DraftPolicy = FixedPolicy(0)
+        if spec.enabled:
+            drafter = self.combined
+            if spec.adaptive:
+                best = self.cost.best_case_gain("draft")
+                source = "draft"
+                if best is not None and best < DRAFT_MODEL_MIN_BEST:
+                    drafter, source = self.lookup, self.lookup.name
+                policy = AdaptivePolicy.for_variant(spec.adaptive_variant, self.cost, start=spec.draft_tokens,
+                                                    source=source, confident=True)
+            else:
+                policy = FixedPolicy(spec.draft_tokens)
+        rec = StatsRecorder()
+        loop = DecodeLoop(tctx, drafter, policy, SamplingParams(temperature=0.0), rec,  # type: ignore[arg-type]
+                          lambda: False, max_tokens)
+        if steps is not None:
+            loop.trace = lambda batch, _choices, accepted: steps.append((len(batch) - 1, accepted))
+        out: list[int] = []
+        for step in loop.run(r.prompt):
+            out.extend(step.tokens)
+        self.last = rec
+        return out, rec.generation_seconds, rec.drafted, rec.accepted
+
+
+def read_curve(recording: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """A recording's curve: milliseconds by batch size, of verification and of the drafter's decode."""
+    return {key: {int(n): float(ms) for n, ms in recording["curve"][key].items()}
+            for key in ("verify_ms", "draft_ms")}
+
+
+def replay(args: argparse.Namespace) -> None:
+    import localchat.engine.speculative  # noqa: F401  (imported before the clock is replaced)
+
+    data = json.loads(Path(args.recording).read_text())
+    curve_src = json.loads(Path(args.curve).read_text()) if args.curve else data
+    curve = read_curve(curve_src)
+    fixed = [int(x) for x in args.fixed.split(",") if x]
+    adaptive = [a for a in args.adaptive.split(",") if a]
+    arms = _arms(fixed, adaptive)
+    eogs = {p["eog"] for p in data["prompts"] if p["eog"] is not None} | {data["eos"]}
+    fallback = data["eos"]
+    replies = [Recorded(p, fallback) for p in data["prompts"]]
+    if args.only:
+        replies = [r for r in replies if r.category in args.only.split(",")]
+    replies = first_per_category(replies, args.limit)
+    clock = Clock()
+    real = time.perf_counter
+    time.perf_counter = clock
+    speed: dict[str, dict[str, float]] = defaultdict(dict)
+    try:
+        for arm in arms:
+            pipe = Pipeline(arm, curve, curve_src["curve"]["calibration"], data["n_vocab"], eogs, clock)
+            for r in replies:
+                toks, secs, _drafted, _accepted = pipe.answer(r, data["max_tokens"])
+                if toks != r.reply[: len(toks)] or len(toks) < min(len(r.reply), data["max_tokens"]):
+                    print(f"  {arm} {r.id}: the replay wrote another text", file=sys.stderr)
+                speed[arm][r.id] = len(toks) / secs if secs > 0 else math.nan
+    finally:
+        time.perf_counter = real
+    report(speed, replies, curve, curve_src["curve"].get("label", ""), data, fixed, adaptive)
+
+
+def _gmean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def report(speed: dict[str, dict[str, float]], replies: Sequence[Recorded],
+           curve: dict[str, dict[int, float]], label: str, data: dict[str, Any], fixed: Sequence[int],
+           adaptive: Sequence[str]) -> None:
+    """Per prompt and per category (geometric means): each mode over plain decoding, and each adaptive
+    mode over the best fixed choice per prompt (plain decoding or a fixed length)."""
+    v, d = curve["verify_ms"], curve["draft_ms"]
+    print(f"curve: {label}; plain pass {v[1]:.1f} ms, drafter pass {d[1] / v[1]:.2f}x, "
+          f"t(2) {v[2] / v[1]:.2f}x, t(9) {v[9] / v[1]:.2f}x t(1); "
+          f"text: {data['model']} with {data['draft']}")
+    fixed_arms = ["off", *(f"auto:{n}" for n in fixed)]
+    shown = [*fixed_arms[1:], *adaptive]
+
+    def plain(arm: str, pid: str) -> float:
+        return speed[arm][pid] / speed["off"][pid]
+
+    def oracle(arm: str, pid: str) -> float:
+        return speed[arm][pid] / max(speed[b][pid] for b in fixed_arms)
+
+    print(f"{'prompt':28s}" + "".join(f"{a:>9s}" for a in shown) + f"{'best':>9s}"
+          + "".join(f"{'/' + a[:8]:>10s}" for a in adaptive))
+    by_cat: dict[str, list[str]] = defaultdict(list)
+    for r in replies:
+        by_cat[r.category].append(r.id)
+        best = max(fixed_arms, key=lambda a, pid=r.id: speed[a][pid])  # type: ignore[misc]
+        print(f"{r.id[:28]:28s}" + "".join(f"{plain(a, r.id):9.3f}" for a in shown) + f"{best:>9s}"
+              + "".join(f"{oracle(a, r.id):10.3f}" for a in adaptive))
+    print()
+    print(f"{'category (geometric means)':28s}" + "".join(f"{a:>9s}" for a in shown)
+          + "".join(f"{'/' + a[:8]:>10s}" for a in adaptive))
+    for cat, ids in [*sorted(by_cat.items()), ("all", [r.id for r in replies])]:
+        print(f"{cat:28s}" + "".join(f"{_gmean([plain(a, i) for i in ids]):9.3f}" for a in shown)
+              + "".join(f"{_gmean([oracle(a, i) for i in ids]):10.3f}" for a in adaptive))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("record", help="record replies, the drafter's answers and this machine's curve")
+    r.add_argument("--model", required=True)
+    r.add_argument("--draft", required=True)
+    r.add_argument("--prompts", default="heldout2", help="a shipped set's name or a JSON Lines file")
+    r.add_argument("--limit", type=int, default=0, help="prompts per category (0: all)")
+    r.add_argument("--max-tokens", type=int, default=96)
+    r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--out", required=True)
+    p = sub.add_parser("replay", help="replay policies on a recording")
+    p.add_argument("recording")
+    p.add_argument("--curve", help="the cost curve of another recording")
+    p.add_argument("--fixed", default="1,2,3,4,5,6,7,8")
+    p.add_argument("--adaptive", default="adaptive")
+    p.add_argument("--only", help="categories to replay (comma-separated)")
+    p.add_argument("--limit", type=int, default=0, help="the first N prompts per category (0: all)")
+    args = ap.parse_args(argv)
+    record(args) if args.command == "record" else replay(args)
+
+
+if __name__ == "__main__":
+    main()
