@@ -74,6 +74,9 @@ def test_a_replayed_fixed_length_drafts_as_the_engine_does(
     for p, recorded in zip(PROMPTS, data["prompts"], strict=True):
         text, steps = _real_steps(smollm2_f16_path, smollm2_path, p["prompt"], 4, 40)
         assert recorded["reply"] == text  # the target alone writes what the loop with a drafter wrote
+        # The target's confidence in each token it wrote, for the replay of a policy that listens to it.
+        assert len(recorded["target_conf"]) == len(recorded["greedy"])
+        assert all(0.0 < c <= 1.0 for c in recorded["target_conf"])
         r = replay.Recorded(recorded, data["eos"])
         chains += len(r.chains)
         clock = replay.Clock()

@@ -10,19 +10,23 @@ adaptive speculation, side by side, without the machine's noise.
 reads prompt and reply with the draft model in one batch, keeping at every position of the reply the
 drafter's greedy token and its confidence; where that token is not the reply's, it also keeps the few
 tokens the drafter would draft after it (its draft goes on past a wrong token until its confidence
-falls). With those, what the drafter proposes at any point of the reply is known without running it.
-It also keeps this machine's cost curve: the target's verification time by batch size (the engine's
-calibration at load) and the drafter's decode time by batch size (median of 9 passes).
+falls), and the target's confidence in each token it wrote (what a pause that listens to the target
+hears). With those, what the drafter proposes at any point of the reply is known without running it.
+It also keeps this machine's cost curve: the target's verification time and the drafter's decode time
+by batch size (median of 9 rounds that time every size in turn), and the sizes the engine's
+calibration at load measured (none where it was declined).
 
 ``replay`` runs the engine's own decode loop (engine/speculative.py ``DecodeLoop``), drafters
 (``ModelDrafter``, n-gram lookup, their combination) and policies (``FixedPolicy``,
 ``AdaptivePolicy``) on those recordings, with a target and a drafter that answer from them and a
 clock that advances by the curve's cost of each pass. Each policy runs the prompts in order in one
 pipeline of its own (a fresh install: costs calibrated at load, the pair's acceptance learnt reply
-after reply), as ``localchat bench --fresh`` runs them. Printed per prompt and category: each
-policy's speed over plain decoding on the curve, the best fixed length per prompt in hindsight, and
-adaptive / best fixed. ``--curve`` replays on another recording's curve (another thread count or
-machine): the text is this recording's, the costs that curve's.
+after reply), as ``localchat bench --fresh`` runs them; with ``--saved``, from the speculation profile
+(engine/profile.py) that a first run over the same prompts leaves, as a later process loads it.
+Printed per prompt and category: each policy's speed over plain decoding on the curve, the best
+fixed length per prompt in hindsight, and adaptive / best fixed. ``--curve`` replays on another
+recording's curve (another thread count or machine): the text is this recording's, the costs that
+curve's.
 
 A replay is a model of a run: the drafter's confidences after a wrong token are kept only while at
 least ``CHAIN_MIN`` (lower ones end every draft anyway) and pass times are the curve's medians. Its
@@ -58,13 +62,20 @@ DRAFT_SIZES = range(1, 10)
 
 
 # -- recording --------------------------------------------------------------------------------------
-def _median_ms(run: Callable[[], object], reps: int = 9) -> float:
-    seen = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        run()
-        seen.append(time.perf_counter() - t0)
-    return statistics.median(seen) * 1000
+def _medians_ms(runs: dict[int, Callable[[], object]], rounds: int = 9) -> dict[int, float]:
+    """Median milliseconds of each run, timed in ``rounds`` rounds that take every size in turn.
+
+    Interleaved, as decoding interleaves them: on a 2-core machine with 2 threads, nine single-token
+    passes timed back to back took 78-91 ms each, but 61 ms each between passes of other sizes, and
+    a run's own verification passes 56-66 ms (docs/BENCHMARKS.md).
+    """
+    seen: dict[int, list[float]] = {b: [] for b in runs}
+    for _ in range(rounds):
+        for b, run in runs.items():
+            t0 = time.perf_counter()
+            run()
+            seen[b].append(time.perf_counter() - t0)
+    return {b: statistics.median(v) * 1000 for b, v in seen.items()}
 
 
 def first_per_category(items: list[Any], limit: int) -> list[Any]:
@@ -102,8 +113,8 @@ def record(args: argparse.Namespace) -> None:
             raise SystemExit(f"the draft model did not load: {eng.draft_problem}")
         dctx, tctx = md.ctx, eng.target
         # The curve: the target's and the drafter's decode by batch size after a 150-token context
-        # (median of 9 passes), and the sizes the calibration at load measures (what the policy knows
-        # of the curve before its first reply).
+        # (median of 9 rounds of every size), and the sizes the calibration at load measured (what the
+        # policy knows of the curve before its first reply).
         toks = eng.target_model.tokenize("def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1)"
                                          " + fibonacci(n - 2)\n" * 8, add_special=False)
 
@@ -119,7 +130,7 @@ def record(args: argparse.Namespace) -> None:
         for name, ctx, sizes in (("verify_ms", tctx, VERIFY_SIZES), ("draft_ms", dctx, DRAFT_SIZES)):
             ctx.truncate(0)
             ctx.decode(toks[:150], logits_for="last")
-            curve[name] = {b: _median_ms(batch(ctx, b)) for b in sizes}
+            curve[name] = _medians_ms({b: batch(ctx, b) for b in sizes})
         curve["label"] = f"{Path(args.model).stem}, {args.threads} thread(s)"
         out["curve"] = curve
         for p in prompts:
@@ -146,6 +157,10 @@ def record(args: argparse.Namespace) -> None:
                 lg = dctx.logits(r)
                 greedy.append(int(np.argmax(lg)))
                 conf.append(round(sampling.top_probability(lg), 5))
+            # The target's confidence in each token it wrote (what a pause that listens hears).
+            sync_context(tctx, prompt[:-1])
+            tctx.decode(body, logits_for=rows)
+            target_conf = [round(sampling.top_probability(tctx.logits(r)), 5) for r in range(rows)]
             # After a wrong token: what the drafter drafts next, from its own wrong token on.
             chains: dict[int, list[list[float]]] = {}
             n_reply = len(full) - len(prompt)
@@ -163,7 +178,7 @@ def record(args: argparse.Namespace) -> None:
                     dctx.decode([tok], logits_for="last")
                 chains[j] = chain
             out["prompts"].append({"id": p.id, "category": p.category, "prompt": prompt, "reply": reply,
-                                   "eog": eog, "greedy": greedy, "conf": conf,
+                                   "eog": eog, "greedy": greedy, "conf": conf, "target_conf": target_conf,
                                    "chains": {str(k): v for k, v in chains.items()}})
             right = sum(g == t for g, t in zip(greedy, full[len(prompt):], strict=False))
             print(f"{p.id}: {len(reply)} tokens, drafter right at {right} of {n_reply} positions", flush=True)
@@ -281,12 +296,13 @@ class Recorded:
         self.eog = rec["eog"] if rec["eog"] is not None else fallback_eog
         self.full = [*self.prompt, *self.reply, self.eog]
         self.greedy, self.conf = rec["greedy"], rec["conf"]
+        self.target_conf: list[float] = rec.get("target_conf") or [1.0] * len(self.greedy)
         self.chains = {int(k): v for k, v in rec["chains"].items()}
 
     def target(self, tokens: Sequence[int]) -> tuple[int, float]:
         j = len(tokens) - len(self.prompt)
         if _common(tokens, self.full) == len(tokens) and 0 <= j < len(self.full) - len(self.prompt):
-            return self.full[len(tokens)], 1.0
+            return self.full[len(tokens)], self.target_conf[j]
         return self.eog, 1.0  # a row after a wrong draft token: verification never reads it
 
     def drafter(self, tokens: Sequence[int]) -> tuple[int, float]:
@@ -315,7 +331,7 @@ class Pipeline:
     """One policy's engine: the decode loop, drafters and costs, answering the prompts in order."""
 
     def __init__(self, arm: str, curve: dict[str, dict[int, float]], calibration: Sequence[int], n_vocab: int,
-                 eogs: set[int], clock: Clock) -> None:
+                 eogs: set[int], clock: Clock, saved: Any = None) -> None:
         from localchat.bench.modes import bench_mode
         from localchat.engine.costs import CostModel
         from localchat.engine.draft_sources import CombinedDrafter, ModelDrafter, NgramDrafter
@@ -327,10 +343,17 @@ class Pipeline:
         self.draft_cost = _cost(curve["draft_ms"])
         self.n_vocab, self.eogs = n_vocab, eogs
         self.cost = CostModel()
-        for size in calibration:  # the calibration at load: the sizes it measures, on this curve
-            self.cost.observe_verify(size, self.verify(size))
-        self.cost.draft_token_s["draft"] = curve["draft_ms"][1] / 1000
-        self.cost.calibrated = True
+        if saved is not None:  # a saved profile (engine/profile.py ``Measured``), as a later process loads it
+            from localchat.engine import profile
+
+            profile.apply(profile.Measured.from_json(saved.to_json()), self.cost, "draft")
+        elif calibration:  # the calibration at load: the sizes it measures, on this curve
+            for size in calibration:
+                self.cost.observe_verify(size, self.verify(size))
+            self.cost.draft_token_s["draft"] = curve["draft_ms"][1] / 1000
+            self.cost.calibrated = True
+        # else: the calibration at load was declined on this machine (a curve of the shape a busy
+        # moment gives); the policy learns the costs as it goes, as the engine's does.
         self.dctx = ReplayContext(lambda t: (0, 0.0), self.draft_cost, clock, n_vocab, eogs)
         self.md = ModelDrafter(self.dctx, "draft", self.spec.p_min)  # type: ignore[arg-type]
         self.ngram = NgramDrafter()
@@ -401,7 +424,17 @@ def replay(args: argparse.Namespace) -> None:
     speed: dict[str, dict[str, float]] = defaultdict(dict)
     try:
         for arm in arms:
-            pipe = Pipeline(arm, curve, curve_src["curve"]["calibration"], data["n_vocab"], eogs, clock)
+            calibration = curve_src["curve"]["calibration"]
+            saved = None
+            if args.saved:  # a first run over the prompts leaves the profile this run starts from
+                from localchat.engine import profile
+
+                first = Pipeline(arm, curve, calibration, data["n_vocab"], eogs, clock)
+                for r in replies:
+                    first.answer(r, data["max_tokens"])
+                if first.cost.calibrated or profile.measured_enough(first.cost, "draft"):  # what is saved
+                    saved = profile.measured_from(first.cost, "draft", first.md.decode_seconds)
+            pipe = Pipeline(arm, curve, calibration, data["n_vocab"], eogs, clock, saved)
             for r in replies:
                 toks, secs, _drafted, _accepted = pipe.answer(r, data["max_tokens"])
                 if toks != r.reply[: len(toks)] or len(toks) < min(len(r.reply), data["max_tokens"]):
@@ -468,6 +501,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--adaptive", default="adaptive")
     p.add_argument("--only", help="categories to replay (comma-separated)")
     p.add_argument("--limit", type=int, default=0, help="the first N prompts per category (0: all)")
+    p.add_argument("--saved", action="store_true",
+                   help="start each mode from the profile that a first run over the prompts saved")
     args = ap.parse_args(argv)
     record(args) if args.command == "record" else replay(args)
 
