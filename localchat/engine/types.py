@@ -157,9 +157,10 @@ class AdaptiveVariant:
     # skips), "cost" (skipped looks sit it out to the warm-up's end; ``adaptive-earlycost``), "always"
     # (pause at once wherever; ``adaptive-earlyalways``), "never" (``adaptive-earlynever``).
     early: EarlyPause = "skips"
-    # Whether the draft model gives way to lookup alone (where its best case is under 1.15x) on a cost
-    # curve learnt in the replies too, once known (``CostModel.curve_known``), or only on one
-    # calibrated at load or saved, as before (``adaptive-calibratedonly``).
+    # Whether the draft model gives way to lookup alone (where its best case is under
+    # ``adaptive.DRAFT_MODEL_MIN_BEST``) on a cost curve learnt in the replies too, once known
+    # (``CostModel.curve_known``), or only on one calibrated at load or saved, as before
+    # (``adaptive-calibratedonly``).
     learnt_curve: bool = True
 
     def __post_init__(self) -> None:
