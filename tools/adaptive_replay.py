@@ -55,6 +55,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from localchat.bench.prompts import select  # noqa: E402  (after the checkout is on the path)
+from localchat.engine.draft_sources import common_prefix  # noqa: E402
+
 CHAIN_LEN = 16  # tokens kept after a wrong drafted token (a draft is at most DRAFT_TOKENS_MAX)
 CHAIN_MIN = 0.2  # ... while the drafter's confidence is at least this
 VERIFY_SIZES = range(1, 18)
@@ -78,19 +81,6 @@ def _medians_ms(runs: dict[int, Callable[[], object]], rounds: int = 9) -> dict[
     return {b: statistics.median(v) * 1000 for b, v in seen.items()}
 
 
-def first_per_category(items: list[Any], limit: int) -> list[Any]:
-    """The first ``limit`` items of each ``category`` (all of them for 0), in order."""
-    if not limit:
-        return items
-    seen: dict[str, int] = defaultdict(int)
-    kept = []
-    for item in items:
-        seen[item.category] += 1
-        if seen[item.category] <= limit:
-            kept.append(item)
-    return kept
-
-
 def record(args: argparse.Namespace) -> None:
     os.environ.setdefault("LOCALCHAT_PROFILES_DIR", tempfile.mkdtemp())  # never the user's profiles
     from localchat.bench.prompts import prompts_from
@@ -102,7 +92,7 @@ def record(args: argparse.Namespace) -> None:
     from localchat.engine.stats import StatsRecorder
     from localchat.engine.types import ChatMessage, EngineConfig, FinishReason, SamplingParams
 
-    prompts = first_per_category([p for p in prompts_from(args.prompts) if not p.schema], args.limit)
+    prompts = select([p for p in prompts_from(args.prompts) if not p.schema], None, args.limit)
     cfg = EngineConfig(args.model, draft_path=args.draft, n_ctx=2048, use_profile=False, calibrate=True,
                        state_memory_bytes=0, n_threads=args.threads)
     out: dict[str, Any] = {"model": Path(args.model).name, "draft": Path(args.draft).name,
@@ -147,7 +137,6 @@ def record(args: argparse.Namespace) -> None:
                 eog = int(np.argmax(tctx.logits(0)))
             full = [*prompt, *reply] + ([eog] if eog is not None else [])
             # The drafter along the reply: one batch with a row per position after the prompt.
-            dctx.truncate(0)
             sync_context(dctx, prompt[:-1])
             rows = len(full) - len(prompt) + 1
             body = full[len(prompt) - 1:]
@@ -278,14 +267,6 @@ class ReplayContext:
         pass
 
 
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 class Recorded:
     """One recorded reply: what the target and the drafter answer after any tokens."""
 
@@ -301,13 +282,13 @@ class Recorded:
 
     def target(self, tokens: Sequence[int]) -> tuple[int, float]:
         j = len(tokens) - len(self.prompt)
-        if _common(tokens, self.full) == len(tokens) and 0 <= j < len(self.full) - len(self.prompt):
+        if common_prefix(tokens, self.full) == len(tokens) and 0 <= j < len(self.full) - len(self.prompt):
             return self.full[len(tokens)], self.target_conf[j]
         return self.eog, 1.0  # a row after a wrong draft token: verification never reads it
 
     def drafter(self, tokens: Sequence[int]) -> tuple[int, float]:
         n, base = len(tokens), len(self.prompt)
-        k = _common(tokens, self.full)
+        k = common_prefix(tokens, self.full)
         if k == n:
             j = n - base
             if 0 <= j < len(self.greedy):
@@ -364,7 +345,13 @@ class Pipeline:
                steps: list[tuple[int, int]] | None = None) -> tuple[list[int], float, int, int]:
         """(the reply's tokens, generation seconds, tokens drafted, tokens accepted); ``steps`` gets
         (tokens drafted, tokens accepted) for each verification."""
-        from localchat.engine.adaptive import DRAFT_MODEL_MIN_BEST, AdaptivePolicy, DraftPolicy, FixedPolicy
+        from localchat.engine.adaptive import (
+            DRAFT_MODEL_MIN_BEST,
+            AdaptivePolicy,
+            DraftPolicy,
+            FixedPolicy,
+            draft_model_best_case,
+        )
         from localchat.engine.speculative import DecodeLoop
         from localchat.engine.stats import StatsRecorder
         from localchat.engine.types import SamplingParams
@@ -377,7 +364,7 @@ class Pipeline:
         if spec.enabled:
             drafter = self.combined
             if spec.adaptive:
-                best = self.cost.best_case_gain("draft")
+                best = draft_model_best_case(self.cost, "draft", spec.adaptive_variant.learnt_curve)
                 source = "draft"
                 if best is not None and best < DRAFT_MODEL_MIN_BEST:
                     drafter, source = self.lookup, self.lookup.name
@@ -415,9 +402,7 @@ def replay(args: argparse.Namespace) -> None:
     eogs = {p["eog"] for p in data["prompts"] if p["eog"] is not None} | {data["eos"]}
     fallback = data["eos"]
     replies = [Recorded(p, fallback) for p in data["prompts"]]
-    if args.only:
-        replies = [r for r in replies if r.category in args.only.split(",")]
-    replies = first_per_category(replies, args.limit)
+    replies = select(replies, args.only.split(",") if args.only else None, args.limit)
     clock = Clock()
     real = time.perf_counter
     time.perf_counter = clock

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from localchat.engine.types import Tool, ToolChoice, ToolChoiceMode
 
@@ -148,15 +148,22 @@ def typed_prompts(text: str) -> list[BenchPrompt]:
     return [BenchPrompt(f"typed-{i}", "typed", line.strip()) for i, line in enumerate(lines, start=1)]
 
 
-def select(
-    prompts: Sequence[BenchPrompt], categories: Sequence[str] | None = None, limit: int = 0
-) -> list[BenchPrompt]:
-    """Only the given categories (all when None or empty), at most ``limit`` per category (0: all)."""
+class _Categorised(Protocol):
+    @property
+    def category(self) -> str: ...
+
+
+_P = TypeVar("_P", bound=_Categorised)
+
+
+def select(prompts: Sequence[_P], categories: Sequence[str] | None = None, limit: int = 0) -> list[_P]:
+    """Only the given categories (all when None or empty), at most ``limit`` per category (0: all);
+    prompts, or anything else with a category (a recorded reply, tools/adaptive_replay.py)."""
     chosen = [p for p in prompts if not categories or p.category in categories]
     if limit <= 0:
         return chosen
     kept: dict[str, int] = {}
-    out: list[BenchPrompt] = []
+    out: list[_P] = []
     for p in chosen:
         if kept.get(p.category, 0) < limit:
             kept[p.category] = kept.get(p.category, 0) + 1

@@ -68,6 +68,22 @@ CANNOT_PAY = 0.97
 DRAFT_MODEL_MIN_BEST = 1.4
 
 
+def draft_model_best_case(cost: CostModel, source: str, learnt: bool = True) -> float | None:
+    """The draft model's best-case speed-up on this machine's measured costs; None until the curve
+    is known: calibrated at load or saved, or (``learnt``) learnt in the replies well enough to
+    judge from (``CostModel.curve_known``). Without the latter a target where the draft model
+    cannot pay, with its calibration at load declined or skipped, measured every new conversation
+    at a loss for itself.
+
+    Below ``CANNOT_PAY`` it cannot pay for this target whatever the text (a compute-bound
+    target on a CPU), and below ``DRAFT_MODEL_MIN_BEST`` only on the easiest: adaptive speculation
+    then drafts by lookup alone (``Engine._choose_drafter``), which costs no drafter pass and still
+    pays where a reply copies its context (code edits, quoting).
+    """
+    known = cost.curve_known() if learnt else cost.calibrated
+    return cost.best_case_gain(source) if known else None
+
+
 def lookup_instead(best: float) -> str:
     """Why adaptive speculation drafts by lookup alone, in words (see Engine._choose_drafter)."""
     why = ("costs more than it saves for this model" if best < 1.0

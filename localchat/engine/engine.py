@@ -21,6 +21,7 @@ from localchat.engine.adaptive import (
     AdaptivePolicy,
     DraftPolicy,
     FixedPolicy,
+    draft_model_best_case,
     lookup_instead,
 )
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
@@ -328,31 +329,13 @@ class Engine:
             reason = self.draft_problem or "No draft model is paired with this model."
             return self.ngram, SpeculationState(True, "n-gram", reason, spec.draft_tokens)
         if spec.adaptive:
-            best = self._draft_model_best_case(spec.adaptive_variant.learnt_curve)
+            best = draft_model_best_case(self.cost, md.name, spec.adaptive_variant.learnt_curve)
             if best is not None and best < DRAFT_MODEL_MIN_BEST:
                 return self.lookup, SpeculationState(True, "n-gram", lookup_instead(best), spec.draft_tokens)
         state = SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
         if self.combined is None:
             self.combined = CombinedDrafter(md, self.ngram)
         return self.combined, state
-
-    def _draft_model_best_case(self, learnt: bool = True) -> float | None:
-        """The draft model's best-case speed-up on this machine's measured costs; None until the curve
-        is known: calibrated at load or saved, or (``learnt``) learnt in the replies well enough to
-        judge from (``CostModel.curve_known``). Without the latter a target where the draft model
-        cannot pay, with its calibration at load declined or skipped, measured every new conversation
-        at a loss for itself.
-
-        Below ``CANNOT_PAY`` it cannot pay for this target whatever the text (a compute-bound
-        target on a CPU), and below ``DRAFT_MODEL_MIN_BEST`` only on the easiest: adaptive speculation
-        then drafts by lookup alone, which costs no drafter pass and still pays where a reply copies
-        its context (code edits, quoting).
-        """
-        md = self.model_drafter
-        known = self.cost.curve_known() if learnt else self.cost.calibrated
-        if md is None or not known:
-            return None
-        return self.cost.best_case_gain(md.name)
 
     def speculation_state(self, spec: SpeculationConfig) -> SpeculationState:
         return self._choose_drafter(spec)[1]
