@@ -20,8 +20,8 @@ def test_the_tools_are_the_ones_this_test_knows() -> None:
     """A new tool is run below; one that went is not looked for."""
     assert SCRIPTS == ["adaptive_matrix", "adaptive_replay", "adaptive_trace", "bench_kv_switch",
                        "bench_surfaces", "calibration_curve", "compare_native", "draft_positions",
-                       "drafter_batches", "first_reply", "install", "state_replies", "target_confidence",
-                       "tool_accuracy", "ui_latency"]
+                       "drafter_batches", "first_reply", "install", "padded_batches", "state_replies",
+                       "target_confidence", "tool_accuracy", "ui_latency"]
     assert all((TOOLS / f"{name}.py").is_file() for name in HELPERS)
 
 

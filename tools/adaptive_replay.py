@@ -375,6 +375,8 @@ class Pipeline:
         rec = StatsRecorder()
         loop = DecodeLoop(tctx, drafter, policy, SamplingParams(temperature=0.0), rec,  # type: ignore[arg-type]
                           lambda: False, max_tokens)
+        if isinstance(policy, AdaptivePolicy):
+            loop.cost = self.cost  # the engine pads where the adaptive policy prices a padded batch
         if steps is not None:
             loop.trace = lambda batch, _choices, accepted: steps.append((len(batch) - 1, accepted))
         out: list[int] = []

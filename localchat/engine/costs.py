@@ -31,6 +31,13 @@ SURE_ACCEPTANCE = 0.97
 SURE_EVIDENCE = 32  # tokens of that bin before its own calibration is believed
 
 
+# Padding a verification batch to a size this machine runs faster (``CostModel.verify_batch``).
+PAD_MAX = 4  # most padding tokens
+PAD_MARGIN = 0.9  # the padded batch costs at most this share of the batch itself
+PAD_EVIDENCE = 3  # passes measured at the larger size
+PAD_RECHECK = 16  # every this many paddings of a size, it runs unpadded (measured again)
+
+
 def ewma(old: float | None, new: float, alpha: float) -> float:
     """A moving average weighing the newest value ``alpha``: ``new`` itself when there is no ``old``."""
     return new if old is None else old + alpha * (new - old)
@@ -163,6 +170,8 @@ class CostModel:
     # The verification curve was measured at every size a draft uses (calibration at load, or a
     # saved profile): a new conversation can trust it from its first token.
     calibrated: bool = False
+    _pads: dict[int, int] = field(default_factory=dict)  # times each size was padded (``verify_batch``)
+    _ran: tuple[int, int] | None = None  # the last (batch, size run) of ``verify_batch``
 
     def observe_draft(self, source: str, drafted: int, seconds: float) -> None:
         if drafted > 0:
@@ -209,18 +218,59 @@ class CostModel:
         return self.calibration.setdefault(source, Calibration())
 
     def observe_verify(self, batch: int, seconds: float) -> None:
-        self.verify.observe(batch, seconds)
+        ran, self._ran = self._ran, None
+        self.verify.observe(ran[1] if ran is not None and ran[0] == batch else batch, seconds)
 
     def t_verify(self, batch: int) -> float | None:
+        """Seconds to verify ``batch`` tokens: at the size the engine runs them in (``padded``)."""
+        if batch >= 2:
+            return self.verify.predict(self.padded(batch))
         t = self.verify.predict(batch)
         if t is None:
             return None
-        # A bigger batch never costs less: a few slow passes at one size (a cold
+        # A bigger batch never costs less than a plain step: a few slow passes of one token (a cold
         # page-in of the weights, a busy machine) must not make plain decoding look slow.
         for size, (avg, n) in self.verify.points.items():
             if size > batch and n >= 3:
                 t = min(t, avg)
         return t
+
+    def padded(self, batch: int, limit: int | None = None) -> int:
+        """The size that verifies ``batch`` tokens fastest here: ``batch``, or a batch up to
+        ``PAD_MAX`` tokens larger (at most ``limit``), measured ``PAD_EVIDENCE`` passes or more, that
+        runs in at most ``PAD_MARGIN`` of the time ``batch`` is predicted to take.
+
+        A CPU's cost by batch size is not monotone: llama.cpp's quantized kernels work on blocks of
+        rows, so a Q8_0 target with 2 threads verified 5 tokens in 238 ms and 8 in 170 ms, and an
+        F16 target ran 9 tokens faster than 8. The decode loop pads such a batch (``verify_batch``)
+        and the policy prices it so; priced so without the padding, drafts of 5 to 7 tokens cost
+        1.4 times what the rule and the floor counted on, and a reply ran at half plain speed."""
+        if batch < 2:
+            return batch
+        points = self.verify.points
+        own = self.verify.predict(batch)
+        if own is None:
+            return batch
+        run, best = batch, own * PAD_MARGIN
+        top = batch + PAD_MAX if limit is None else min(batch + PAD_MAX, limit)
+        for size in range(batch + 1, top + 1):
+            seen = points.get(size)
+            if seen is not None and seen[1] >= PAD_EVIDENCE and seen[0] < best:
+                run, best = size, seen[0]
+        return run
+
+    def verify_batch(self, batch: int, limit: int) -> int:
+        """The batch the decode loop runs to verify ``batch`` tokens, at most ``limit`` (``padded``).
+        Every ``PAD_RECHECK``-th padding of a size runs it unpadded, so that a size once measured
+        slow (a busy moment) is measured again. The next ``observe_verify`` of ``batch`` is recorded
+        at the size run."""
+        run = self.padded(batch, limit)
+        if run != batch:
+            self._pads[batch] = self._pads.get(batch, 0) + 1
+            if self._pads[batch] % PAD_RECHECK == 0:
+                run = batch
+        self._ran = (batch, run)
+        return run
 
     def extra_verify(self, batch: int) -> float:
         """Seconds that one more token adds to a verification batch of ``batch`` tokens.

@@ -470,6 +470,8 @@ class Engine:
         loop = DecodeLoop(self.target, drafter, policy, request.sampling, rec, cancel, request.max_tokens,
                           grammar, request.speculation.fast_forward)
         loop.trace = self.trace_hook
+        if isinstance(policy, AdaptivePolicy) and not self.target_model.is_recurrent:
+            loop.cost = self.cost  # a batch padded to a size this machine runs faster, as priced
         if on_event is not None:
             read_start = time.perf_counter()
 

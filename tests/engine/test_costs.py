@@ -46,3 +46,53 @@ def test_the_surest_tokens_are_not_trusted_at_their_word_until_measured() -> Non
         cal.observe([0.99], 1)
     after = cost.best_case_gain("draft")
     assert before is not None and after is not None and after > before
+
+
+# Verification ms by batch of a Q8_0 target with 2 threads (docs/BENCHMARKS.md): llama.cpp's quantized
+# kernels work on blocks of rows, so 8 tokens cost less than 5, 6 or 7, and 12 less than 9 to 11.
+Q8_0_BLOCKS = {1: 51.0, 2: 122.0, 3: 150.0, 4: 167.0, 5: 238.0, 6: 268.0, 7: 291.0, 8: 170.0, 9: 244.0,
+               10: 271.0, 11: 296.0, 12: 213.0, 16: 262.0}
+
+
+def measured(curve: dict[int, float], passes: int = 3) -> CostModel:
+    cost = CostModel()
+    for _ in range(passes):
+        for size, ms in curve.items():
+            cost.observe_verify(size, ms / 1000)
+    return cost
+
+
+def test_a_batch_is_padded_to_a_larger_size_this_machine_runs_faster() -> None:
+    cost = measured(Q8_0_BLOCKS)
+    assert [cost.padded(n) for n in range(1, 13)] == [1, 2, 3, 4, 8, 8, 8, 8, 12, 12, 12, 12]
+    assert cost.t_verify(6) == pytest.approx(0.170)  # priced as the loop runs it
+    assert cost.padded(6, limit=7) == 6  # no room for the padding (the context's end, the batch size)
+    assert cost.padded(13) == 13  # predicted between 12 and 16 (225 ms): 16 (262 ms) is no faster
+    smooth = measured({1: 60.0, 2: 94.0, 4: 111.0, 8: 159.0, 16: 219.0})
+    assert all(smooth.padded(n) == n for n in range(1, 17))
+
+
+def test_a_size_measured_once_is_no_reason_to_pad() -> None:
+    cost = measured({k: v for k, v in Q8_0_BLOCKS.items() if k != 8})
+    cost.observe_verify(8, 0.170)  # once: a single pass can be luck
+    assert cost.padded(5) == 5
+    assert cost.t_verify(5) == pytest.approx(0.238)
+
+
+def test_a_padded_pass_is_recorded_at_the_size_run_and_the_size_itself_is_measured_again() -> None:
+    from localchat.engine.costs import PAD_RECHECK
+
+    cost = measured(Q8_0_BLOCKS)
+    runs = []
+    for _ in range(2 * PAD_RECHECK):
+        run = cost.verify_batch(5, 512)
+        runs.append(run)
+        cost.observe_verify(5, Q8_0_BLOCKS[run] / 1000)
+    assert runs.count(5) == 2 and runs[PAD_RECHECK - 1] == 5 and runs[-1] == 5
+    assert cost.verify.counts[8] == 3 + 2 * PAD_RECHECK - 2
+    assert cost.verify.counts[5] == 3 + 2
+    # Where the size turns out as cheap as the padded one (it was measured through a busy moment),
+    # its own passes end the padding.
+    for _ in range(9):
+        cost.observe_verify(5, 0.160)
+    assert cost.padded(5) == 5

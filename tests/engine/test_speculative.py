@@ -428,6 +428,76 @@ def test_no_logits_for_the_whole_context(smollm2_path: Path) -> None:
         assert isinstance(eng.target.logits(0), np.ndarray)
 
 
+def test_a_padded_batch_reads_its_tokens_as_the_batch_alone_does(smollm2_f16_path: Path) -> None:
+    """Copies of the last token behind a verification batch (the decode loop's padding) change none of
+    its rows (attention is causal), and leave the cache with the rejected tokens."""
+    with Engine(EngineConfig(str(smollm2_f16_path), n_ctx=256, use_profile=False, calibrate=False)) as eng:
+        ctx = eng.target
+        tokens = eng.target_model.tokenize("The quick brown fox jumps over the lazy", add_special=True)
+        ctx.clear()
+        ctx.decode(tokens[:-3], logits_for="last")
+        n = ctx.n_past
+        ctx.decode(tokens[-3:], logits_for=3)
+        rows = [ctx.logits(i).copy() for i in range(3)]
+        ctx.truncate(n)
+        ctx.decode([*tokens[-3:], tokens[-1], tokens[-1]], logits_for=5)
+        padded = [ctx.logits(i).copy() for i in range(3)]
+        assert ctx.n_past == kv_len(ctx) == n + 5
+        for a, b in zip(rows, padded, strict=True):
+            assert int(np.argmax(a)) == int(np.argmax(b))
+            assert float(np.max(np.abs(a - b))) < 0.1
+        ctx.truncate(n + 3)
+        assert ctx.n_past == kv_len(ctx) == n + 3
+
+
+def test_a_batch_padded_to_a_faster_size_writes_the_plain_text(
+    smollm2_f16_path: Path, smollm2_path: Path
+) -> None:
+    """Where the measured costs say a larger batch runs faster, the loop verifies in it; the padding
+    leaves the cache with the rejected tokens, and the text is the plain one."""
+    from localchat.engine.adaptive import FixedPolicy
+    from localchat.engine.costs import PAD_RECHECK, CostModel
+    from localchat.engine.speculative import DecodeLoop
+    from localchat.engine.stats import StatsRecorder
+
+    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=512, use_profile=False,
+                       calibrate=False)
+    with Engine(cfg) as eng:
+        assert eng.model_drafter is not None
+        prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
+                                           add_special=True)
+
+        def write(n: int, cost: CostModel | None) -> list[int]:
+            loop = DecodeLoop(eng.target, eng.model_drafter, FixedPolicy(n), SamplingParams(temperature=0.0),
+                              StatsRecorder(), lambda: False, 64)
+            loop.cost = cost
+
+            def trace(batch: list[int], choices: list[int], accepted: int) -> None:
+                assert kv_len(eng.target) == len(eng.target.tokens)  # the padding is gone
+
+            loop.trace = trace
+            return [t for step in loop.run(prompt) for t in step.tokens]
+
+        cost = CostModel()
+        for _ in range(3):  # 2 to 5 tokens slow, 6 fast: every draft of 1 to 4 is verified as 6 tokens
+            for size in range(1, 10):
+                cost.observe_verify(size, 0.05 if size in (1, 6) else 1.0)
+        runs: list[tuple[int, int]] = []
+        verify_batch = cost.verify_batch
+
+        def recorded(batch: int, limit: int) -> int:
+            runs.append((batch, verify_batch(batch, limit)))
+            return runs[-1][1]
+
+        cost.verify_batch = recorded  # type: ignore[method-assign]
+        plain = write(0, None)
+        assert write(4, cost) == plain
+        padded = [r for r in runs if r[1] != r[0]]
+        assert padded and all(run == 6 for _batch, run in padded)
+        unpadded = sum(1 for batch, run in runs if 2 <= batch <= 5 and run == batch)  # the rechecks
+        assert unpadded <= len(runs) // PAD_RECHECK + 4
+
+
 def test_drafter_catch_up_after_a_stretch_is_timed_apart(smollm2_f16_path: Path, smollm2_path: Path) -> None:
     """After a pause the drafter must read the tokens it sat out: that one-off cost is reported
     apart, so the adaptive policy does not judge the drafter's per-step cost by it."""
