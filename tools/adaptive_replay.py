@@ -314,6 +314,7 @@ class Pipeline:
     def __init__(self, arm: str, curve: dict[str, dict[int, float]], calibration: Sequence[int], n_vocab: int,
                  eogs: set[int], clock: Clock, saved: Any = None) -> None:
         from localchat.bench.modes import bench_mode
+        from localchat.engine.adaptive import DrafterChoice
         from localchat.engine.costs import CostModel
         from localchat.engine.draft_sources import CombinedDrafter, ModelDrafter, NgramDrafter
 
@@ -324,6 +325,7 @@ class Pipeline:
         self.draft_cost = _cost(curve["draft_ms"])
         self.n_vocab, self.eogs = n_vocab, eogs
         self.cost = CostModel()
+        self.choice = DrafterChoice()
         if saved is not None:  # a saved profile (engine/profile.py ``Measured``), as a later process loads it
             from localchat.engine import profile
 
@@ -346,7 +348,6 @@ class Pipeline:
         """(the reply's tokens, generation seconds, tokens drafted, tokens accepted); ``steps`` gets
         (tokens drafted, tokens accepted) for each verification."""
         from localchat.engine.adaptive import (
-            DRAFT_MODEL_MIN_BEST,
             AdaptivePolicy,
             DraftPolicy,
             FixedPolicy,
@@ -366,7 +367,7 @@ class Pipeline:
             if spec.adaptive:
                 best = draft_model_best_case(self.cost, "draft", spec.adaptive_variant.learnt_curve)
                 source = "draft"
-                if best is not None and best < DRAFT_MODEL_MIN_BEST:
+                if self.choice.choose_lookup(best):
                     drafter, source = self.lookup, self.lookup.name
                 policy = AdaptivePolicy.for_variant(spec.adaptive_variant, self.cost, start=spec.draft_tokens,
                                                     source=source, confident=True)

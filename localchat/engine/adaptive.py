@@ -84,6 +84,32 @@ def draft_model_best_case(cost: CostModel, source: str, learnt: bool = True) -> 
     return cost.best_case_gain(source) if known else None
 
 
+# Once the draft model gave way to lookup, it comes back only at this much over the line: its best case
+# moves with the measured plain step, which on a CPU can switch between two speeds (a Q8_0 target with
+# 2 threads: 43 or 60 ms, its batch of 8 about 170 ms either way, so a best case of 1.27x or 1.49x).
+# A choice that follows it flips reply by reply; a reply that took the draft model so, on a target whose
+# recorded best case is 1.29x, ran at 0.51x plain (docs/BENCHMARKS.md).
+DRAFT_MODEL_RETURN = 1.15
+
+
+@dataclass
+class DrafterChoice:
+    """Adaptive speculation's choice between the draft model and lookup alone, for one pair
+    (``Engine._choose_drafter``): lookup alone below ``DRAFT_MODEL_MIN_BEST``, and, once chosen, until
+    the best case reaches that line times ``DRAFT_MODEL_RETURN``."""
+
+    lookup_alone: bool = False
+
+    def choose_lookup(self, best: float | None) -> bool:
+        """Whether the next reply drafts by lookup alone, given the draft model's best case on the
+        measured costs (``draft_model_best_case``; None: not known yet, the draft model)."""
+        if best is None:
+            return False
+        line = DRAFT_MODEL_MIN_BEST * (DRAFT_MODEL_RETURN if self.lookup_alone else 1.0)
+        self.lookup_alone = best < line
+        return self.lookup_alone
+
+
 def lookup_instead(best: float) -> str:
     """Why adaptive speculation drafts by lookup alone, in words (see Engine._choose_drafter)."""
     why = ("costs more than it saves for this model" if best < 1.0

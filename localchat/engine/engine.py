@@ -17,8 +17,8 @@ from pathlib import Path
 
 from localchat.catalog.gguf import read_metadata
 from localchat.engine.adaptive import (
-    DRAFT_MODEL_MIN_BEST,
     AdaptivePolicy,
+    DrafterChoice,
     DraftPolicy,
     FixedPolicy,
     draft_model_best_case,
@@ -167,6 +167,7 @@ class Engine:
         # Opt-in: every adaptive policy records its decisions here (tools/adaptive_trace.py).
         self.decision_trace: DecisionTrace | None = None
         self.cost = CostModel()  # timings of this hardware, shared by every conversation
+        self.drafter_choice = DrafterChoice()  # the draft model or lookup alone (adaptive speculation)
         self.trace_hook: Callable[[list[int], list[int], int], None] | None = None  # see DecodeLoop.trace
         self._grammars: GrammarCompiler | None = None  # built on the first constrained reply
         if config.draft_path:
@@ -330,7 +331,8 @@ class Engine:
             return self.ngram, SpeculationState(True, "n-gram", reason, spec.draft_tokens)
         if spec.adaptive:
             best = draft_model_best_case(self.cost, md.name, spec.adaptive_variant.learnt_curve)
-            if best is not None and best < DRAFT_MODEL_MIN_BEST:
+            if self.drafter_choice.choose_lookup(best):
+                assert best is not None
                 return self.lookup, SpeculationState(True, "n-gram", lookup_instead(best), spec.draft_tokens)
         state = SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
         if self.combined is None:

@@ -797,3 +797,20 @@ def test_text_that_loses_through_the_longest_skips_pauses_within_the_warm_up() -
     assert "retrying in 16 tokens" in skips.reason
     assert _hard_start(AdaptivePolicy(calibrated(F16_CURVE), early_pause="skips")) == _hard_start(
         AdaptivePolicy(calibrated(F16_CURVE), early_pause="cost"))
+
+
+def test_the_draft_model_comes_back_from_lookup_only_clearly_over_the_line() -> None:
+    """The draft model's best case moves with a plain step that can switch between two speeds: a
+    choice that follows it would flip reply by reply around the line."""
+    from localchat.engine.adaptive import DRAFT_MODEL_MIN_BEST, DRAFT_MODEL_RETURN, DrafterChoice
+
+    choice = DrafterChoice()
+    line, back = DRAFT_MODEL_MIN_BEST, DRAFT_MODEL_MIN_BEST * DRAFT_MODEL_RETURN
+    assert not choice.choose_lookup(None)  # nothing measured yet: the draft model
+    assert not choice.choose_lookup(line + 0.05)
+    assert choice.choose_lookup(line - 0.05)
+    assert choice.choose_lookup(line + 0.05)  # just over the line: still lookup
+    assert choice.choose_lookup(back - 0.01)
+    assert not choice.choose_lookup(back + 0.01)
+    assert not choice.choose_lookup(line + 0.05)  # the draft model stays down to the line
+    assert choice.choose_lookup(line - 0.05)
