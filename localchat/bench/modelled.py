@@ -17,8 +17,10 @@ pays alike per token (sampling, streaming) and a grammar's work; it keeps what s
 how long they draft and how often they look. The measured figures stay the benchmark's verdict; the
 modelled ones say whether a difference between them is the policy or the machine.
 
-Verification batch sizes come from ``GenerationStats.drafted_per_position`` (a draft of k tokens is a
-pass of k + 1), so prompts whose grammar forces tokens into a pass are modelled without them.
+Verification batch sizes are the batches the target ran (``GenerationStats.verify_batches``: a draft's
+batch padded to a size this machine runs faster at that size, a grammar's forced tokens in it); for
+statistics kept before those were recorded, from ``drafted_per_position`` (a draft of k tokens is a pass
+of k + 1).
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ def merged(curves: Sequence[tuple[Mapping[int, float], float | None]]) -> CostCu
 
 
 def batch_counts(stats: GenerationStats) -> dict[int, int]:
-    """Verification passes by batch size: a draft of k tokens is a pass of k + 1; a pass without a
-    draft, of 1."""
+    """Verification passes by batch size: as the target ran them, where recorded; else a draft of k
+    tokens is a pass of k + 1, and a pass without a draft, of 1."""
+    if stats.verify_batches:
+        return {size: n for size, n in enumerate(stats.verify_batches, start=1) if n > 0}
     dpp = stats.drafted_per_position
     counts: dict[int, int] = {}
     plain = stats.verify_passes - (dpp[0] if dpp else 0)

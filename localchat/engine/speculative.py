@@ -226,6 +226,7 @@ class DecodeLoop:
         # never read. Their logits are computed too: for a part of a batch's rows the output layer can
         # take the slow kernel the padding avoids (a Q8_0 target: 212 ms for 5 of 8 rows, 183 for 8).
         self.target.decode([*batch, *[batch[-1]] * pad], logits_for=len(d) + 1 + pad)
+        self.rec.record_pass(len(batch) + pad)
         before = committed + forced if forced and self.params.repeat_penalty != 1.0 else committed
         choices: list[int] = []
         verdict = _Verdict(0, [])

@@ -34,6 +34,10 @@ class GenerationStats:
     accepted: int = 0  # draft tokens accepted
     drafted_per_position: tuple[int, ...] = ()
     accepted_per_position: tuple[int, ...] = ()
+    # Verification passes by the batch the target ran: [i] passes of i + 1 tokens, a draft's batch padded
+    # to a size this machine runs faster counted at that size (engine/costs.py ``CostModel.padded``);
+    # () in statistics kept before it was recorded.
+    verify_batches: tuple[int, ...] = ()
     # Under an output constraint (engine/constrained.py); all 0 without one.
     forced_tokens: int = 0  # emitted because the grammar forced them (fast-forward), never drafted
     grammar_cut_drafts: int = 0  # drafts ended early at a token the grammar forbids
@@ -117,6 +121,7 @@ class StatsRecorder:
     accepted: int = 0
     drafted_per_position: list[int] = field(default_factory=list)
     accepted_per_position: list[int] = field(default_factory=list)
+    verify_batches: list[int] = field(default_factory=list)
     forced_tokens: int = 0
     grammar_cut_drafts: int = 0
     grammar_masked_tokens: int = 0
@@ -136,6 +141,12 @@ class StatsRecorder:
             if i < n_accepted:
                 self.accepted_per_position[i] += 1
 
+    def record_pass(self, batch: int) -> None:
+        """Count one verification pass that ran ``batch`` tokens (``verify_passes`` counts it apart)."""
+        if batch > len(self.verify_batches):
+            self.verify_batches.extend([0] * (batch - len(self.verify_batches)))
+        self.verify_batches[batch - 1] += 1
+
     def snapshot(self) -> GenerationStats:
         return GenerationStats(
             prompt_tokens=self.prompt_tokens,
@@ -151,6 +162,7 @@ class StatsRecorder:
             accepted=self.accepted,
             drafted_per_position=tuple(self.drafted_per_position),
             accepted_per_position=tuple(self.accepted_per_position),
+            verify_batches=tuple(self.verify_batches),
             forced_tokens=self.forced_tokens,
             grammar_cut_drafts=self.grammar_cut_drafts,
             grammar_masked_tokens=self.grammar_masked_tokens,
@@ -161,10 +173,9 @@ class StatsRecorder:
 
 def combine(stats: list[GenerationStats]) -> GenerationStats:
     """Sum several replies' statistics (for benchmark categories)."""
-    width = max((len(s.drafted_per_position) for s in stats), default=0)
 
     def col(name: str) -> tuple[int, ...]:
-        out = [0] * width
+        out = [0] * max((len(getattr(s, name)) for s in stats), default=0)
         for s in stats:
             for i, v in enumerate(getattr(s, name)):
                 out[i] += v
@@ -184,6 +195,7 @@ def combine(stats: list[GenerationStats]) -> GenerationStats:
         accepted=sum(s.accepted for s in stats),
         drafted_per_position=col("drafted_per_position"),
         accepted_per_position=col("accepted_per_position"),
+        verify_batches=col("verify_batches"),
         forced_tokens=sum(s.forced_tokens for s in stats),
         grammar_cut_drafts=sum(s.grammar_cut_drafts for s in stats),
         grammar_masked_tokens=sum(s.grammar_masked_tokens for s in stats),

@@ -22,7 +22,7 @@ from localchat.bench.report import report_json
 from localchat.bench.runner import measure_costs, run_bench
 from localchat.engine.errors import EngineError
 from localchat.engine.profile import CalibrationReport
-from localchat.engine.stats import GenerationStats, StatsRecorder
+from localchat.engine.stats import GenerationStats, StatsRecorder, combine
 from localchat.engine.types import (
     FinishReason,
     GenerationRequest,
@@ -43,6 +43,21 @@ def test_batch_counts_read_each_pass_from_the_drafts_per_position() -> None:
     # Two passes without a draft (batch 1), one draft of 1 token (batch 2), two of 3 (batch 4).
     assert batch_counts(r.snapshot()) == {1: 2, 2: 1, 4: 2}
     assert batch_counts(GenerationStats(verify_passes=7)) == {1: 7}
+
+
+def test_batch_counts_read_the_batches_the_target_ran_where_recorded() -> None:
+    """A draft of 3 tokens verified in a batch padded to 8 (a size this machine runs faster): a pass of 8."""
+    r = StatsRecorder(verify_passes=3)
+    r.record_draft(3, 3)
+    r.record_draft(3, 1)
+    for batch in (1, 8, 4):
+        r.record_pass(batch)
+    stats = r.snapshot()
+    assert stats.verify_batches == (1, 0, 0, 1, 0, 0, 0, 1)
+    assert batch_counts(stats) == {1: 1, 4: 1, 8: 1}
+    assert modelled_seconds(stats, CURVE) == pytest.approx(0.10 + 0.20 + 0.28)
+    both = combine([stats, StatsRecorder(verify_passes=1).snapshot()])
+    assert both.verify_batches == stats.verify_batches  # a reply kept before they were recorded adds none
 
 
 def test_the_curve_is_measured_where_it_can_be_and_on_a_line_between_sizes_elsewhere() -> None:

@@ -467,9 +467,12 @@ def test_a_batch_padded_to_a_faster_size_writes_the_plain_text(
         prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
                                            add_special=True)
 
+        recorders: list[StatsRecorder] = []
+
         def write(n: int, cost: CostModel | None) -> list[int]:
+            recorders.append(StatsRecorder())
             loop = DecodeLoop(eng.target, eng.model_drafter, FixedPolicy(n), SamplingParams(temperature=0.0),
-                              StatsRecorder(), lambda: False, 64)
+                              recorders[-1], lambda: False, 64)
             loop.cost = cost
 
             def trace(batch: list[int], choices: list[int], accepted: int) -> None:
@@ -496,6 +499,9 @@ def test_a_batch_padded_to_a_faster_size_writes_the_plain_text(
         assert padded and all(run == 6 for _batch, run in padded)
         unpadded = sum(1 for batch, run in runs if 2 <= batch <= 5 and run == batch)  # the rechecks
         assert unpadded <= len(runs) // PAD_RECHECK + 4
+        stats = recorders[-1].snapshot()  # the passes counted at the batch the target ran
+        assert sum(stats.verify_batches) == stats.verify_passes
+        assert stats.verify_batches[5] == len(padded)
 
 
 def test_drafter_catch_up_after_a_stretch_is_timed_apart(smollm2_f16_path: Path, smollm2_path: Path) -> None:
