@@ -16,20 +16,6 @@ import argparse
 import statistics
 import time
 
-_TEXT = (
-    "def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n"
-    "    out: list[int] = []\n"
-    "    i = j = 0\n"
-    "    while i < len(a) and j < len(b):\n"
-    "        if a[i] <= b[j]:\n"
-    "            out.append(a[i])\n"
-    "            i += 1\n"
-    "        else:\n"
-    "            out.append(b[j])\n"
-    "            j += 1\n"
-    "    return out + a[i:] + b[j:]\n"
-)
-
 
 def pairs(text: str) -> list[tuple[int, int]]:
     out = []
@@ -50,12 +36,13 @@ def main() -> None:
     args = ap.parse_args()
 
     from localchat.engine.engine import Engine
+    from localchat.engine.profile import CALIBRATION_TEXT
     from localchat.engine.types import EngineConfig
 
     cfg = EngineConfig(args.model, n_ctx=512, n_threads=args.threads, use_profile=False, calibrate=False)
     with Engine(cfg) as eng:
         ctx = eng.target
-        tokens = eng.target_model.tokenize(_TEXT * 3, add_special=True)
+        tokens = eng.target_model.tokenize(CALIBRATION_TEXT * 3, add_special=True)
         ctx.clear()
         ctx.decode(tokens[:64])
         base = ctx.n_past

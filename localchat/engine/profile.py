@@ -68,7 +68,7 @@ MAX_ROUNDS = 3  # another round of passes only while the last looks disturbed (a
 MIN_CPU_SHARE = 0.7
 MAX_SLOWED = 2  # passes slowed by other programs before the calibration gives up
 # A stretch of ordinary code: the passes run at a realistic context position on real tokens.
-_CALIBRATION_TEXT = (
+CALIBRATION_TEXT = (
     "def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n"
     '    """Merge two sorted lists into one sorted list."""\n'
     "    out: list[int] = []\n"
@@ -310,7 +310,7 @@ def calibrate(
     need = _CONTEXT_TOKENS + max(sizes)
     if min(target.n_ctx, drafter.n_ctx) < need + 8 or min(target.n_batch, drafter.n_batch) < need:
         return None
-    tokens = target.model.tokenize(_CALIBRATION_TEXT, add_special=False)
+    tokens = target.model.tokenize(CALIBRATION_TEXT, add_special=False)
     if len(tokens) < need:
         return None
 
