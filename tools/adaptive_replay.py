@@ -178,6 +178,12 @@ def record(args: argparse.Namespace) -> None:
 
 
 # -- replay -----------------------------------------------------------------------------------------
+# A row of logits past the last one in a drafter's batch (with its greedy choice and confidence), against
+# one single-token drafter pass: measured on the 0.5B Q4_K_M drafter in batches of 16-64 tokens, 0.15
+# with 1 thread and 0.09 with 2 (`tools/drafter_batches.py --rows`); the dearer is charged.
+ROW_COST = 0.15
+
+
 class Clock:
     """The replay's time: every pass advances it by the curve's cost."""
 
@@ -221,8 +227,9 @@ class ReplayContext:
     fresh = 0
 
     def __init__(self, answer: Callable[[Sequence[int]], tuple[int, float]], cost: Callable[[int], float],
-                 clock: Clock, n_vocab: int, eog: set[int]) -> None:
+                 clock: Clock, n_vocab: int, eog: set[int], row_s: float = 0.0) -> None:
         self.answer, self.cost, self.clock, self.n_vocab = answer, cost, clock, n_vocab
+        self.row_s = row_s  # seconds per row of logits past the last one (not in the curve's cost)
         self.model = _Model(eog)
         self.tokens: list[int] = []
         self.n_ctx, self.n_batch = 4096, 512
@@ -247,7 +254,7 @@ class ReplayContext:
         end = len(self.tokens)
         rows = n if logits_for == "all" else 1 if logits_for == "last" else int(logits_for)
         self._rows = list(range(end - rows, end))
-        self.clock.now += self.cost(n)
+        self.clock.now += self.cost(n) + self.row_s * (rows - 1)
         return n
 
     def logits(self, row: int) -> np.ndarray:
@@ -337,7 +344,10 @@ class Pipeline:
             self.cost.calibrated = True
         # else: the calibration at load was declined on this machine (a curve of the shape a busy
         # moment gives); the policy learns the costs as it goes, as the engine's does.
-        self.dctx = ReplayContext(lambda t: (0, 0.0), self.draft_cost, clock, n_vocab, eogs)
+        # The drafter's catch-up reads logits for its last row only, as the curve timed it; a look back
+        # (draft_sources.ModelDrafter.look_back) reads more rows, each at a fraction of a single pass.
+        self.dctx = ReplayContext(lambda t: (0, 0.0), self.draft_cost, clock, n_vocab, eogs,
+                                  ROW_COST * curve["draft_ms"][1] / 1000)
         self.md = ModelDrafter(self.dctx, "draft", self.spec.p_min)  # type: ignore[arg-type]
         self.ngram = NgramDrafter()
         self.lookup = NgramDrafter(min_ngram=CombinedDrafter.MIN_MATCH)

@@ -3,11 +3,17 @@
     python tools/drafter_batches.py --model T.gguf --draft D.gguf [--threads 1,2]
     python tools/drafter_batches.py --model T.gguf --draft D.gguf --threads 1 --ab PROMPTS
         [--max-tokens 96] [--limit 4]
+    python tools/drafter_batches.py --model T.gguf --draft D.gguf --rows
 
 Without ``--ab``: the drafter's decode of 1, 2, 3 and 4 tokens after a 150-token context, median of
 15 passes each, per thread count. On a CPU a quantized drafter leaves its one-token kernel from two
 tokens on, and a batch of two can cost more than two single passes; the drafter then reads two tokens
 it is behind one by one (engine/draft_sources.py, ``ModelDrafter._catch_up_two``).
+
+With ``--rows``: a catch-up batch of 16, 32 and 64 tokens read with logits for its last row (a
+catch-up) and for its last 16 rows, each row's greedy choice and confidence taken as a look back takes
+them (``ModelDrafter.look_back``), median of 7; printed with the cost of one such row against a single
+drafter pass (the figure ``tools/adaptive_replay.py`` charges, ``ROW_COST``).
 
 With ``--ab``: each prompt of ``PROMPTS`` (a shipped set's name or a JSON Lines file) runs in one
 engine as plain decoding, then adaptive speculation and ``auto:4``, each with the drafter reading two
@@ -51,6 +57,39 @@ def batches(model: str, draft: str, threads: int) -> dict[int, float]:
                 ctx.decode(toks[base:base + b], logits_for="last")
                 seen[b].append(time.perf_counter() - t0)
         return {b: statistics.median(v) * 1000 for b, v in seen.items()}
+
+
+def look_back_rows(model: str, draft: str, threads: int, rows: int = 16) -> dict[tuple[int, int], float]:
+    """Median milliseconds of a catch-up batch of (tokens, rows with logits), and of one token (1, 1)."""
+    from localchat.engine import sampling
+    from localchat.engine.engine import Engine
+    from localchat.engine.profile import CALIBRATION_TEXT
+    from localchat.engine.types import EngineConfig, SamplingParams
+
+    cfg = EngineConfig(model, draft_path=draft, n_ctx=1024, use_profile=False, calibrate=False,
+                       state_memory_bytes=0, n_threads=threads)
+    params = SamplingParams(temperature=0.0)
+    with Engine(cfg) as eng:
+        assert eng.model_drafter is not None, eng.draft_problem
+        ctx = eng.model_drafter.ctx
+        toks = eng.target_model.tokenize(CALIBRATION_TEXT * 6, add_special=True)
+        base = 64
+        ctx.truncate(0)
+        ctx.decode(toks[:base], logits_for="last")
+        runs = [(1, 1)] + [(n, k) for n in (16, 32, 64) for k in (1, rows)]
+        seen: dict[tuple[int, int], list[float]] = {r: [] for r in runs}
+        for _ in range(7):
+            for n, k in runs:
+                ctx.truncate(base)
+                t0 = time.perf_counter()
+                ctx.decode(toks[base:base + n], logits_for=k)
+                if k > 1:
+                    for r in range(k - 1):
+                        logits = ctx.logits(r)
+                        sampling.greedy_token(logits, toks[: base + n - k + r + 1], params)
+                        sampling.top_probability(logits)
+                seen[(n, k)].append(time.perf_counter() - t0)
+        return {r: statistics.median(v) * 1000 for r, v in seen.items()}
 
 
 def side_by_side(model: str, draft: str, threads: int, prompts: Sequence[Any], max_tokens: int) -> None:
@@ -119,6 +158,7 @@ def main() -> None:
     ap.add_argument("--category", action="append")
     ap.add_argument("--limit", type=int, default=0, help="prompts per category (0: all)")
     ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--rows", action="store_true", help="what a look back's rows of logits cost")
     args = ap.parse_args()
     os.environ.setdefault("LOCALCHAT_PROFILES_DIR", tempfile.mkdtemp())  # never the user's profiles
     threads = [int(t) for t in args.threads.split(",")]
@@ -128,6 +168,15 @@ def main() -> None:
         prompts = [p for p in select(prompts_from(args.ab), args.category, args.limit) if not p.schema]
         for n in threads:
             side_by_side(args.model, args.draft, n, prompts, args.max_tokens)
+        return
+    if args.rows:
+        for n in threads:
+            timed = look_back_rows(args.model, args.draft, n)
+            single = timed[(1, 1)]
+            for size in (16, 32, 64):
+                last, rows = timed[(size, 1)], timed[(size, 16)]
+                print(f"threads {n}: {size} tokens {last:.1f} ms, with 16 rows of logits {rows:.1f} ms: "
+                      f"a row {(rows - last) / 15 / single:.3f} single passes ({single:.1f} ms)")
         return
     for n in threads:
         ms = batches(args.model, args.draft, n)

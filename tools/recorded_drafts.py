@@ -66,6 +66,12 @@ class Recorder:
     def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
         pass
 
+    def look_back_rows(self) -> int:
+        return 0
+
+    def observe_look_back(self, looked: Sequence[tuple[float, bool]]) -> None:
+        pass
+
 
 def add_arguments(ap: argparse.ArgumentParser, max_tokens: int) -> None:
     ap.add_argument("--model", required=True)

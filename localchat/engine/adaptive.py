@@ -179,6 +179,16 @@ class DraftPolicy(Protocol):
         (``first_accepted`` None), only what the target was sure of."""
         ...
 
+    def look_back_rows(self) -> int:
+        """Before a plain step: how many of the tokens the drafter sat out it should look back on as
+        it catches up (``LooksBack.look_back``); 0: none, no catch-up."""
+        ...
+
+    def observe_look_back(self, looked: Sequence[tuple[float, bool]]) -> None:
+        """What the drafter would have drafted over the tokens it sat out: per position, its
+        confidence and whether its choice was the token written (empty: it could not say)."""
+        ...
+
     @property
     def paused(self) -> bool: ...
 
@@ -213,6 +223,12 @@ class FixedPolicy:
     listens = False
 
     def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
+        pass
+
+    def look_back_rows(self) -> int:
+        return 0
+
+    def observe_look_back(self, looked: Sequence[tuple[float, bool]]) -> None:
         pass
 
     @property
@@ -272,6 +288,15 @@ class AdaptivePolicy:
     # was ahead with 2 threads and 3% behind with 1 (docs/BENCHMARKS.md), so it is not the default.
     listen: bool = False
     listen_tokens: int = 16
+    # Opt-in: a pause after a measured loss ends by looking back (``observe_look_back``): the drafter
+    # catches up on the tokens it sat out and says what drafting would have got over the last
+    # ``look_rows`` of them. Where those verdicts prove no fixed length that pays by
+    # ``look_back_margin``, the pause starts again without a probe's drafts and verifications; otherwise
+    # the probe follows. Not the default (``AdaptiveVariant.look_back``): replayed, ahead on the tuning
+    # prompts and level to slightly behind on the second held-out set (docs/BENCHMARKS.md).
+    look_back: bool = False
+    look_rows: int = 16
+    look_back_margin: float = 1.1
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
     trace: DecisionTrace | None = None
 
@@ -324,6 +349,7 @@ class AdaptivePolicy:
     _cost_pause: bool = False  # the pause (or the probe ending it) came from the costs, not a measured loss
     _decisions: list[TokenDecision] = field(default_factory=list)
     _state: str = "draft"
+    _looking: bool = False  # the next step looks back on the pause that just ended
     # The target's confidence at a step's first row against whether the drafter's first token was
     # accepted there: the chance that the drafter agrees, starting from the confidence itself.
     _target_calibration: Calibration = field(default_factory=Calibration)
@@ -339,7 +365,7 @@ class AdaptivePolicy:
         before = variant.previous
         return cls(cost, floor=variant.floor, probe=not before, charge_catch_up=not before,
                    listen=variant.listen, sticky_skip=variant.sticky_skip, early_pause=variant.early,
-                   **kwargs)
+                   look_back=variant.look_back, **kwargs)
 
     def __post_init__(self) -> None:
         self._calibration = ConversationCalibration(self.cost.calibration_for(self.source))
@@ -371,6 +397,9 @@ class AdaptivePolicy:
         self._declined_hit = None
         # A look is skipped on step times only where the verdicts prove no fixed length pays (the
         # floor's evidence, which no busy moment changes; see ``_judge``).
+        if self._looking:
+            self._state = "look back"
+            return 0
         skip = self._skip_left > 0 and self._floor_now == 0 and self._proven_gain() < self.floor_margin
         if self._paused_left > 0 or self._next_plain or (skip and self._probe_left == 0):
             self._state = ("paused" if self._paused_left > 0 else "plain" if self._next_plain else "skip")
@@ -588,11 +617,50 @@ class AdaptivePolicy:
             self._end_pause()
 
     def _end_pause(self) -> None:
-        """A pause is over (its wait ran out, or the target said the text got easier): probe again
-        with fresh evidence."""
+        """A pause is over (its wait ran out, or the target said the text got easier): look back on
+        it, or probe again, with fresh evidence. A pause on the costs alone always probes: its probe
+        re-measures the verification costs, which looking back does not."""
         self._fresh_window()
         if self._probes:
+            if self.look_back and not self._cost_pause:
+                self._looking = True
+            else:
+                self._probe_left = self.probe_steps
+
+    def look_back_rows(self) -> int:
+        return self.look_rows if self._looking else 0
+
+    def observe_look_back(self, looked: Sequence[tuple[float, bool]]) -> None:
+        """The verdicts drafting would have had over the pause's last tokens (``look_back``): each
+        position is a draft that could have started there, accepted for as many tokens as the
+        drafter's choices run on unbroken from it (the last ones cut off by the end of the look). They
+        join the floor's evidence, where they outnumber the older verdicts that paused it, and the
+        conversation's calibration. The probe follows only where they prove a fixed length that
+        pays by ``look_back_margin`` on the measured costs (a handful of positions is a noisy
+        measure, and a probe on text that still loses costs most of what the look saved); otherwise
+        the pause starts again, longer. Too few of them (the drafter could not say: sampling) leave
+        it to the probe."""
+        self._looking = False
+        if len(looked) < self.floor_min_steps:
             self._probe_left = self.probe_steps
+            return
+        runs: list[tuple[int, int]] = []
+        run = 0
+        for i in range(len(looked) - 1, -1, -1):  # backwards: the run from each position
+            run = run + 1 if looked[i][1] else 0
+            runs.append((run, int(i + run < len(looked))))
+        self._runs.extend(reversed(runs))
+        for confidence, hit in looked:
+            self._calibration.observe_one(confidence, 1.0 if hit else 0.0)
+        gain = self._proven_gain()
+        if gain >= self.look_back_margin:
+            self._probe_left = self.probe_steps
+            return
+        self._pause(gain, self.acceptance() or 0.0)
+        # What paused it is what drafting would have got, not a speed measured: no figure to show as one.
+        self._pause_gain = None
+        self._reason = (f"speculation paused: over the last {len(looked)} tokens drafting would have "
+                        f"reached {gain:.2f}x at best; retrying in {self._paused_left} tokens")
 
     def _judge_look(self, accepted: int, seconds: float) -> None:
         """After a step that paid for a drafter pass: did looking pay? Where the recent looks lost

@@ -37,7 +37,8 @@ class StepRecord:
     """One verification step as the policy saw it."""
 
     index: int
-    # "draft", "probe" (ending a pause), "paused", "skip" (look skipped), "plain" (measuring plain speed)
+    # "draft", "probe" (ending a pause), "look back" (ending a pause: the plain step whose catch-up says
+    # what drafting would have got), "paused", "skip" (look skipped), "plain" (measuring plain speed)
     state: str
     floor: int  # the shortest draft the floor asked for (0: none)
     explore: bool  # a probe step (ending a pause): drafted to the probe's length whatever the rule said

@@ -45,7 +45,7 @@ from localchat.engine.adaptive import DraftPolicy
 from localchat.engine.backend import Context
 from localchat.engine.constrained import ConstrainedReply
 from localchat.engine.costs import CostModel
-from localchat.engine.draft_sources import Draft, DraftSource, MixingSource, read_prompt
+from localchat.engine.draft_sources import Draft, DraftSource, LooksBack, MixingSource, read_prompt
 from localchat.engine.stats import StatsRecorder
 from localchat.engine.types import FinishReason, SamplingParams
 from localchat.settings.options import DRAFT_TOKENS_MAX
@@ -338,6 +338,15 @@ class DecodeLoop:
                     self.drafter.limit = min(room, remaining - 1)  # how far a drafter may go beyond n
             draft = Draft()
             draft_s = 0.0
+            rows = self.policy.look_back_rows() if n == 0 and self.drafter is not None else 0
+            if rows > 0:
+                # The policy asks what drafting would have got over the tokens the drafter sat out
+                # (the end of a pause): the drafter catches up on them and says, this step is plain.
+                td = time.perf_counter()
+                looked = (self.drafter.look_back(ahead, rows, self.params)
+                          if isinstance(self.drafter, LooksBack) else [])
+                draft_s = draft.catch_up_seconds = time.perf_counter() - td
+                self.policy.observe_look_back(looked)
             if n > 0:
                 assert self.drafter is not None
                 td = time.perf_counter()

@@ -30,6 +30,7 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     ("adaptive-previous", {"previous": True}),  # as an earlier release had it
     ("adaptive-listen", {"listen": True}),  # a pause that listens to the target
     ("adaptive-stickyskip", {"sticky_skip": True}),  # skips that a paying look does not end
+    ("adaptive-lookback", {"look_back": True}),  # a pause that ends by looking back
     ("adaptive-earlyalways", {"early": "always"}),  # any clear early loss pauses at once
     ("adaptive-earlynever", {"early": "never"}),
     ("adaptive-earlycost", {"early": "cost"}),  # skipped looks to the warm-up's end
@@ -48,13 +49,15 @@ def test_an_adaptive_variant_is_adaptive_with_one_setting_of_its_version_changed
 
 def test_each_variant_builds_the_policy_it_names() -> None:
     def settings(p: AdaptivePolicy) -> tuple[object, ...]:
-        return p.floor, p.probe, p.charge_catch_up, p.listen, p.sticky_skip, p.early_pause, p.source
+        return (p.floor, p.probe, p.charge_catch_up, p.listen, p.sticky_skip, p.early_pause, p.look_back,
+                p.source)
 
     cost = CostModel()
     assert settings(AdaptivePolicy.for_variant(AdaptiveVariant(), cost)) == settings(AdaptivePolicy(cost))
     p = AdaptivePolicy.for_variant(AdaptiveVariant(floor=False, previous=True, listen=True, sticky_skip=True,
                                                    early="always"), cost, source="lookup")
-    assert settings(p) == (False, False, False, True, True, "always", "lookup")
+    assert settings(p) == (False, False, False, True, True, "always", False, "lookup")
+    assert AdaptivePolicy.for_variant(AdaptiveVariant(look_back=True), cost).look_back
 
 
 def test_an_unknown_early_pause_rule_is_refused() -> None:

@@ -45,6 +45,13 @@ def step(policy: AdaptivePolicy | FixedPolicy, pair: Pair, rng: random.Random) -
     """One verification pass, drafting as ModelDrafter does; returns (tokens, seconds, drafted)."""
     n = policy.draft_length()
     if n == 0:
+        rows = policy.look_back_rows()
+        if rows:  # the drafter catches up on a pause and says what drafting would have got
+            looked = []
+            for _ in range(rows - 1):
+                c = pair.confidence(rng)
+                looked.append((c, rng.random() < pair.accept(c)))
+            policy.observe_look_back(looked)
         t = pair.t_verify(1)
         policy.observe(0, 0, 0.0, t, "")
         return 1, t, 0
@@ -221,11 +228,88 @@ def test_pauses_when_speculation_loses_and_probes_again_later() -> None:
     assert "speculation paused" in p.reason and "retrying in 16 tokens" in p.reason
     for wait, then in ((16, 32), (32, 64)):
         for _ in range(wait):  # plain steps count down the pause; then it probes again
-            assert p.draft_length() == 0
+            assert p.draft_length() == 0 and p.look_back_rows() == 0
             p.observe(0, 0, 0.0, 0.06, "")
         assert not p.paused and p.draft_length() > 0
         run_until_paused(p, losing)  # still losing: paused again, for the retry wait, then twice as long
         assert f"retrying in {then} tokens" in p.reason, p.reason
+
+
+def test_a_pause_that_looks_back_on_hopeless_text_pauses_again_without_a_draft() -> None:
+    """Opt-in (``look_back``): a pause ends by looking back on the tokens the drafter sat out instead
+    of probing; where they prove nothing that pays, it pauses again, longer, without a draft."""
+    losing = Pair(hopeless, **F16_PAIR)
+    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=32, look_back=True)
+    steps = run_until_paused(p, losing)
+    assert steps <= 20  # it does not take long to notice
+    assert p.draft_length() == 0
+    # The first pause of a conversation is short: judged on the reply's first steps.
+    assert "speculation paused" in p.reason and "retrying in 16 tokens" in p.reason
+    rng = random.Random(5)
+    # Plain steps count down the pause, the drafter reading nothing (after the first pause, the look
+    # back's own plain step is the first of them).
+    for wait, then in ((16, 32), (31, 64)):
+        for _ in range(wait):
+            assert p.paused and p.draft_length() == 0 and p.look_back_rows() == 0
+            p.observe(0, 0, 0.0, 0.06, "")
+        assert not p.paused
+        # The pause ends by looking back: a plain step on which the drafter catches up and says what
+        # drafting would have got. On text it cannot guess that proves no length that pays: paused
+        # again, for the retry wait, then twice as long, without a single draft verified.
+        assert p.draft_length() == 0 and p.look_back_rows() == 16
+        step(p, losing, rng)
+        assert p.paused and f"retrying in {then} tokens" in p.reason, p.reason
+
+
+def _after_first_pause(look_back: bool = True) -> AdaptivePolicy:
+    """A policy whose first (short) pause, after a hopeless start, has just run out."""
+    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=32, look_back=look_back)
+    run_until_paused(p, Pair(hopeless, **F16_PAIR))
+    for _ in range(16):
+        p.observe(0, 0, 0.0, 0.06, "")
+    assert not p.paused
+    return p
+
+
+def test_a_look_back_over_text_the_drafter_guesses_ends_the_pause_with_a_probe() -> None:
+    """Where the tokens the drafter sat out were ones it would have guessed (the code after a
+    sentence), their verdicts prove a length that pays: the probe follows, and the floor drafts."""
+    p = _after_first_pause()
+    assert p.draft_length() == 0 and p.look_back_rows() == 16
+    p.observe_look_back([(0.97, True)] * 15)
+    p.observe(0, 0, 0.0, 0.06, "")
+    assert not p.paused and p.look_back_rows() == 0
+    assert p.draft_length() > 0 and p._state == "probe" and p._floor_now >= 4
+
+
+def test_a_long_pause_over_prose_ends_where_the_look_back_finds_code() -> None:
+    """A reply that paused on a long stretch the drafter could not guess and then writes what it
+    guesses (the code after an explanation): the look back's verdicts, one per position, outweigh
+    the older ones that paused it, and drafting resumes; the same look over prose pauses again."""
+    for hits, resumes in (([True] * 15, True), ([True, False] * 7 + [False], False)):
+        p = _paused_for_the_retry_wait(listen=False, look_back=True)
+        for _ in range(128):
+            p.observe(0, 0, 0.0, 0.06, "")
+        assert p.draft_length() == 0 and p.look_back_rows() == 16
+        p.observe_look_back([(0.9, hit) for hit in hits])
+        p.observe(0, 0, 0.0, 0.06, "")
+        assert p.paused != resumes and (p.draft_length() > 0) == resumes
+        if not resumes:  # the reason says what the look found; it is not a measured speed to show
+            assert "over the last 15 tokens drafting would have reached" in p.reason, p.reason
+            assert "retrying in 256 tokens" in p.reason and p.paused_speedup is None
+
+
+def test_without_verdicts_to_look_back_on_a_pause_ends_with_a_probe() -> None:
+    """Sampling (a drafter's choice is not a verdict there), or the look back off (the default): the
+    probe judges."""
+    sampled = _after_first_pause()
+    assert sampled.draft_length() == 0 and sampled.look_back_rows() == 16
+    sampled.observe_look_back([])
+    sampled.observe(0, 0, 0.0, 0.06, "")
+    assert sampled.draft_length() > 0 and sampled._state == "probe"
+    off = _after_first_pause(look_back=False)
+    assert off.look_back_rows() == 0
+    assert off.draft_length() > 0 and off._state == "probe"
 
 
 def test_a_clear_loss_pauses_after_a_few_steps_a_slight_one_after_the_warm_up() -> None:
@@ -723,9 +807,10 @@ def test_the_first_pause_is_short_only_where_the_drafter_can_pay_well() -> None:
     assert not unknown.cost.curve_known() and "retrying in 64 tokens" in unknown.reason
 
 
-def _paused_for_the_retry_wait(listen: bool = True) -> AdaptivePolicy:
-    """A policy paused for its full retry wait (128 tokens) after a hopeless start and a probe."""
-    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=128, listen=listen)
+def _paused_for_the_retry_wait(listen: bool = True, look_back: bool = False) -> AdaptivePolicy:
+    """A policy paused for its full retry wait (128 tokens) after a hopeless start and a probe (or,
+    ``look_back``, a look back)."""
+    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=128, listen=listen, look_back=look_back)
     run_until_paused(p, Pair(hopeless, **F16_PAIR))
     for _ in range(16):
         p.observe(0, 0, 0.0, 0.06, "")

@@ -597,6 +597,12 @@ class DecliningPolicy:
     def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
         pass
 
+    def look_back_rows(self) -> int:
+        return 0
+
+    def observe_look_back(self, looked: Sequence[tuple[float, bool]]) -> None:
+        pass
+
     paused = False
     reason = ""
     paused_speedup = None
@@ -677,3 +683,91 @@ def test_verification_judges_the_token_the_stop_rule_declined(
         judged[name] = [hit for _, _, hit in policy.declined]
     assert set(judged["self"]) == {1.0}
     assert 0.0 in judged["q4"]
+
+
+def test_looking_back_gives_the_verdicts_drafts_from_each_position_would_have_had(
+    smollm2_f16_path: Path, smollm2_path: Path
+) -> None:
+    """After a pause the drafter reads the tokens it sat out in one batch; looking back it also says,
+    for the last of them, whether its greedy choice at each position was the token that followed,
+    which is what a greedy draft started there would have been accepted on. Each verdict and
+    confidence is the one a draft from that position gets."""
+    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=1024)
+    with Engine(cfg) as eng:
+        md = eng.model_drafter
+        assert md is not None
+        text = ("The lighthouse keeper climbed the stairs each evening, counting the steps as his "
+                "father had, and lit the lamp before the fishing boats came home across the bay. On "
+                "stormy nights he stayed awake until dawn, listening to the wind and the bell.")
+        tokens = eng.target_model.tokenize(text, add_special=True)
+        assert len(tokens) >= 48
+        md.prefill(tokens[:8], lambda: False)
+        params, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
+        end = 28
+        looked = md.look_back(tokens[:end], 16, params)
+        assert len(looked) == 15  # the last row predicts a token not yet written
+        assert md.ctx.tokens == tokens[:end]  # caught up: the next look is one token behind
+        for r, (confidence, hit) in enumerate(looked):
+            pos = end - 16 + r
+            draft = md.propose(tokens[: pos + 1], 1, params, rng)
+            assert hit == (draft.tokens[0] == tokens[pos + 1]), pos
+            assert confidence == pytest.approx(draft.confidence[0], abs=0.02)
+        assert any(hit for _, hit in looked) and not all(hit for _, hit in looked)
+
+        # Fewer tokens sat out than rows asked: as many verdicts as there are; sampling: none, but
+        # the drafter still catches up.
+        assert md.look_back(tokens[:end], 16, params) == []  # nothing sat out: the last token re-read
+        assert len(md.look_back(tokens[: end + 4], 16, params)) == 3
+        assert md.look_back(tokens[: end + 20], 16, SamplingParams(temperature=0.8)) == []
+        assert md.ctx.tokens == tokens[: end + 20]
+
+
+class PausingPolicy(DecliningPolicy):
+    """Drafts for 4 steps, then 20 plain steps (a pause), then looks back on them and drafts on."""
+
+    def __init__(self) -> None:
+        super().__init__(keep=3)
+        self._step = 0
+        self.looked: list[Sequence[tuple[float, bool]]] = []
+
+    def draft_length(self) -> int:
+        self._step += 1
+        return 0 if 4 < self._step <= 25 else 8
+
+    def look_back_rows(self) -> int:
+        return 16 if self._step == 25 else 0
+
+    def observe_look_back(self, looked: Sequence[tuple[float, bool]]) -> None:
+        self.looked.append(looked)
+
+
+def test_a_pause_that_ends_looking_back_writes_the_plain_text(
+    smollm2_f16_path: Path, smollm2_path: Path
+) -> None:
+    """The decode loop runs the look back on a plain step: the policy hears the verdicts, the catch-up
+    is counted as speculation's, and the text is the one plain decoding writes."""
+    from localchat.engine.adaptive import FixedPolicy
+    from localchat.engine.speculative import DecodeLoop
+    from localchat.engine.stats import StatsRecorder
+
+    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=512, use_profile=False,
+                       calibrate=False)
+    with Engine(cfg) as eng:
+        assert eng.model_drafter is not None
+        prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
+                                           add_special=True)
+        pausing = PausingPolicy()
+        texts, recorders = [], []
+        for policy in (pausing, FixedPolicy(0)):
+            rec = StatsRecorder()
+            loop = DecodeLoop(eng.target, eng.model_drafter, policy, SamplingParams(temperature=0.0), rec,
+                              lambda: False, 64)
+            texts.append([t for step in loop.run(prompt) for t in step.tokens])
+            recorders.append(rec)
+            if policy is pausing:
+                caught_up = list(eng.model_drafter.ctx.tokens)
+    assert texts[0] == texts[1]
+    assert len(pausing.looked) == 1 and len(pausing.looked[0]) == 15
+    assert recorders[0].snapshot().catch_up_seconds > 0
+    # The drafts after the look back read on from where it left the drafter.
+    assert caught_up[: len(prompt)] == prompt and len(caught_up) > len(prompt) + 25
