@@ -395,11 +395,11 @@ class AdaptivePolicy:
         self._floor_now = self._floor()
         self._decisions = []
         self._declined_hit = None
-        # A look is skipped on step times only where the verdicts prove no fixed length pays (the
-        # floor's evidence, which no busy moment changes; see ``_judge``).
-        if self._looking:
+        if self._looking:  # a plain step, on which the drafter looks back on the pause (``look_back``)
             self._state = "look back"
             return 0
+        # A look is skipped on step times only where the verdicts prove no fixed length pays (the
+        # floor's evidence, which no busy moment changes; see ``_judge``).
         skip = self._skip_left > 0 and self._floor_now == 0 and self._proven_gain() < self.floor_margin
         if self._paused_left > 0 or self._next_plain or (skip and self._probe_left == 0):
             self._state = ("paused" if self._paused_left > 0 else "plain" if self._next_plain else "skip")
