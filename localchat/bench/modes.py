@@ -44,8 +44,8 @@ ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive-earlycost": {"early": "cost"},
     # The draft model gives way to lookup alone only on a calibrated or saved cost curve, as before.
     "adaptive-calibratedonly": {"learnt_curve": False},
-    # A pause after a measured loss ends by looking back, and probes only where that pays (opt-in).
-    "adaptive-lookback": {"look_back": True},
+    # Every pause ends with a probe, without looking back first, as before.
+    "adaptive-probeonly": {"look_back": False},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

@@ -288,13 +288,12 @@ class AdaptivePolicy:
     # was ahead with 2 threads and 3% behind with 1 (docs/BENCHMARKS.md), so it is not the default.
     listen: bool = False
     listen_tokens: int = 16
-    # Opt-in: a pause after a measured loss ends by looking back (``observe_look_back``): the drafter
-    # catches up on the tokens it sat out and says what drafting would have got over the last
-    # ``look_rows`` of them. Where those verdicts prove no fixed length that pays by
-    # ``look_back_margin``, the pause starts again without a probe's drafts and verifications; otherwise
-    # the probe follows. Not the default (``AdaptiveVariant.look_back``): replayed, ahead on the tuning
-    # prompts and level to slightly behind on the second held-out set (docs/BENCHMARKS.md).
-    look_back: bool = False
+    # A pause after a measured loss ends by looking back (``observe_look_back``): the drafter catches
+    # up on the tokens it sat out and says what drafting would have got over the last ``look_rows`` of
+    # them. Where those verdicts show neither a fixed length nor the drafter's confident tokens paying
+    # by ``look_back_margin``, the pause starts again without a probe's drafts and verifications;
+    # otherwise the probe follows. Off: every pause ends with a probe (``AdaptiveVariant.look_back``).
+    look_back: bool = True
     look_rows: int = 16
     look_back_margin: float = 1.1
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
@@ -365,7 +364,7 @@ class AdaptivePolicy:
         before = variant.previous
         return cls(cost, floor=variant.floor, probe=not before, charge_catch_up=not before,
                    listen=variant.listen, sticky_skip=variant.sticky_skip, early_pause=variant.early,
-                   look_back=variant.look_back, **kwargs)
+                   look_back=variant.look_back and not before, **kwargs)
 
     def __post_init__(self) -> None:
         self._calibration = ConversationCalibration(self.cost.calibration_for(self.source))
@@ -635,11 +634,12 @@ class AdaptivePolicy:
         position is a draft that could have started there, accepted for as many tokens as the
         drafter's choices run on unbroken from it (the last ones cut off by the end of the look). They
         join the floor's evidence, where they outnumber the older verdicts that paused it, and the
-        conversation's calibration. The probe follows only where they prove a fixed length that
-        pays by ``look_back_margin`` on the measured costs (a handful of positions is a noisy
-        measure, and a probe on text that still loses costs most of what the look saved); otherwise
-        the pause starts again, longer. Too few of them (the drafter could not say: sampling) leave
-        it to the probe."""
+        conversation's calibration. The probe follows only where they show drafting paying by
+        ``look_back_margin`` on the measured costs, at a fixed length (the floor's proof) or drafting
+        the drafter's confident tokens (``_looked_gain``, what the stop rule earns on chat); a
+        handful of positions is a noisy measure, and a probe on text that still loses costs most of
+        what the look saved. Otherwise the pause starts again, longer. Too few of them (the drafter
+        could not say: sampling) leave it to the probe."""
         self._looking = False
         if len(looked) < self.floor_min_steps:
             self._probe_left = self.probe_steps
@@ -652,7 +652,7 @@ class AdaptivePolicy:
         self._runs.extend(reversed(runs))
         for confidence, hit in looked:
             self._calibration.observe_one(confidence, 1.0 if hit else 0.0)
-        gain = self._proven_gain()
+        gain = max(self._proven_gain(), self._looked_gain(looked))
         if gain >= self.look_back_margin:
             self._probe_left = self.probe_steps
             return
@@ -661,6 +661,33 @@ class AdaptivePolicy:
         self._pause_gain = None
         self._reason = (f"speculation paused: over the last {len(looked)} tokens drafting would have "
                         f"reached {gain:.2f}x at best; retrying in {self._paused_left} tokens")
+
+    def _looked_gain(self, looked: Sequence[tuple[float, bool]]) -> float:
+        """The speed-up over plain decoding that drafting the drafter's confident tokens would have
+        had over the looked-back positions, step by step on the measured costs: from each step's
+        start, the tokens on at least ``floor_p_min`` confidence (up to ``max_len``), accepted while
+        the drafter's choices were the text; every step pays one look at least. What the stop rule
+        earns on chat, where the drafter is sure of some tokens and not of others, and a fixed length
+        does not; 1.0 where a cost is unknown."""
+        t1 = self.cost.t_verify(1)
+        look_s = self.cost.draft_token_s.get(self.source)
+        if t1 is None or look_s is None:
+            return 1.0
+        tokens, seconds, i, n = 0, 0.0, 0, len(looked)
+        while i < n:
+            k = 0
+            while i + k < n and k < self.max_len and looked[i + k][0] >= self.floor_p_min:
+                k += 1
+            accepted = 0
+            while accepted < k and looked[i + accepted][1]:
+                accepted += 1
+            tv = self.cost.t_verify(k + 1)
+            if tv is None:
+                return 1.0
+            tokens += accepted + 1
+            seconds += max(k, 1) * look_s + tv
+            i += accepted + 1
+        return tokens * t1 / seconds if seconds > 0 else 1.0
 
     def _judge_look(self, accepted: int, seconds: float) -> None:
         """After a step that paid for a drafter pass: did looking pay? Where the recent looks lost

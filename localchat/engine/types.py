@@ -162,10 +162,10 @@ class AdaptiveVariant:
     # (``CostModel.curve_known``), or only on one calibrated at load or saved, as before
     # (``adaptive-calibratedonly``).
     learnt_curve: bool = True
-    # Opt-in: a pause after a measured loss ends by looking back on what drafting would have got over
-    # its last tokens, and probes only where that pays (``AdaptivePolicy.look_back``;
-    # ``adaptive-lookback``). Not the default: replayed, not ahead on the second held-out set.
-    look_back: bool = False
+    # A pause after a measured loss ends by looking back on what drafting would have got over its last
+    # tokens, and probes only where that pays (``AdaptivePolicy.look_back``); False: it always ends
+    # with a probe, as before (``adaptive-probeonly``).
+    look_back: bool = True
 
     def __post_init__(self) -> None:
         if self.early not in get_args(EarlyPause):

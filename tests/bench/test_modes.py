@@ -30,7 +30,7 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     ("adaptive-previous", {"previous": True}),  # as an earlier release had it
     ("adaptive-listen", {"listen": True}),  # a pause that listens to the target
     ("adaptive-stickyskip", {"sticky_skip": True}),  # skips that a paying look does not end
-    ("adaptive-lookback", {"look_back": True}),  # a pause that ends by looking back
+    ("adaptive-probeonly", {"look_back": False}),  # every pause ends with a probe
     ("adaptive-earlyalways", {"early": "always"}),  # any clear early loss pauses at once
     ("adaptive-earlynever", {"early": "never"}),
     ("adaptive-earlycost", {"early": "cost"}),  # skipped looks to the warm-up's end
@@ -57,7 +57,7 @@ def test_each_variant_builds_the_policy_it_names() -> None:
     p = AdaptivePolicy.for_variant(AdaptiveVariant(floor=False, previous=True, listen=True, sticky_skip=True,
                                                    early="always"), cost, source="lookup")
     assert settings(p) == (False, False, False, True, True, "always", False, "lookup")
-    assert AdaptivePolicy.for_variant(AdaptiveVariant(look_back=True), cost).look_back
+    assert not AdaptivePolicy.for_variant(AdaptiveVariant(look_back=False), cost).look_back
 
 
 def test_an_unknown_early_pause_rule_is_refused() -> None:

@@ -218,9 +218,9 @@ def test_the_stop_rule_matches_or_beats_every_fixed_length(pair: Pair, margin: f
 
 
 # -- auto-off --------------------------------------------------------------------------------
-def test_pauses_when_speculation_loses_and_probes_again_later() -> None:
+def test_without_the_look_back_pauses_when_speculation_loses_and_probes_again_later() -> None:
     losing = Pair(hopeless, **F16_PAIR)
-    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=32)  # a known curve on which drafting pays
+    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=32, look_back=False)  # drafting pays on it
     steps = run_until_paused(p, losing)
     assert steps <= 20  # it does not take long to notice
     assert p.draft_length() == 0
@@ -235,11 +235,11 @@ def test_pauses_when_speculation_loses_and_probes_again_later() -> None:
         assert f"retrying in {then} tokens" in p.reason, p.reason
 
 
-def test_a_pause_that_looks_back_on_hopeless_text_pauses_again_without_a_draft() -> None:
-    """Opt-in (``look_back``): a pause ends by looking back on the tokens the drafter sat out instead
-    of probing; where they prove nothing that pays, it pauses again, longer, without a draft."""
+def test_pauses_when_speculation_loses_and_looks_back_before_drafting_again() -> None:
+    """A pause ends by looking back on the tokens the drafter sat out instead of probing; where they
+    show nothing that pays, it pauses again, longer, without a draft."""
     losing = Pair(hopeless, **F16_PAIR)
-    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=32, look_back=True)
+    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=32)  # a known curve on which drafting pays
     steps = run_until_paused(p, losing)
     assert steps <= 20  # it does not take long to notice
     assert p.draft_length() == 0
@@ -299,9 +299,26 @@ def test_a_long_pause_over_prose_ends_where_the_look_back_finds_code() -> None:
             assert "retrying in 256 tokens" in p.reason and p.paused_speedup is None
 
 
+def test_a_look_back_where_the_drafter_knows_when_it_is_right_ends_the_pause_with_a_probe() -> None:
+    """Chat: the drafter is sure and right on some tokens and unsure and wrong on the rest. No fixed
+    length pays on such text (every draft runs into the unsure tokens), but drafting only its sure
+    tokens does, as the stop rule would: the look back counts that too, and probes. The same verdicts
+    from a drafter equally sure of all of them do not end the pause."""
+    chat = [(0.95, True), (0.95, True), (0.95, True), (0.2, False), (0.2, False)] * 3
+    knows = _after_first_pause()
+    assert knows.draft_length() == 0 and knows.look_back_rows() == 16
+    knows.observe_look_back(chat)
+    assert knows._proven_gain() < knows.look_back_margin <= knows._looked_gain(chat)
+    knows.observe(0, 0, 0.0, 0.06, "")
+    assert not knows.paused and knows.draft_length() > 0 and knows._state == "probe"
+    blind = _after_first_pause()
+    blind.draft_length()
+    blind.observe_look_back([(0.6, hit) for _, hit in chat])
+    assert blind.paused
+
+
 def test_without_verdicts_to_look_back_on_a_pause_ends_with_a_probe() -> None:
-    """Sampling (a drafter's choice is not a verdict there), or the look back off (the default): the
-    probe judges."""
+    """Sampling (a drafter's choice is not a verdict there), or the look back off: the probe judges."""
     sampled = _after_first_pause()
     assert sampled.draft_length() == 0 and sampled.look_back_rows() == 16
     sampled.observe_look_back([])
@@ -722,11 +739,11 @@ def test_a_probe_that_confirms_the_costs_pauses_again_at_little_cost() -> None:
 
 
 def test_a_pause_after_a_measured_loss_ends_with_a_probe_and_is_judged_as_before() -> None:
-    """The first pause of a conversation is short (16 tokens) and ends with a probe that drafts real
-    tokens (their verdicts feed the floor); where the text is still hopeless the window's judgement
-    pauses again, now for the retry wait, as before the probe existed."""
+    """Without the look back, the first pause of a conversation is short (16 tokens) and ends with a
+    probe that drafts real tokens (their verdicts feed the floor); where the text is still hopeless
+    the window's judgement pauses again, now for the retry wait, as before the probe existed."""
     trace = DecisionTrace()
-    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=64, trace=trace)
+    p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=64, trace=trace, look_back=False)
     run_until_paused(p, Pair(hopeless, **F16_PAIR))
     assert "retrying in 16 tokens" in p.reason
     for _ in range(16):
