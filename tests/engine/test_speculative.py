@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import llama_cpp
@@ -47,6 +48,17 @@ def ask(prompt: str, spec: SpeculationConfig, max_tokens: int = 64, **sampling: 
 
 def kv_len(ctx: object) -> int:
     return int(llama_cpp.llama_memory_seq_pos_max(ctx.memory, 0)) + 1  # type: ignore[attr-defined]
+
+
+@contextmanager
+def story_engine(target: Path, drafter: Path) -> Iterator[tuple[Engine, list[int]]]:
+    """An engine for a target and drafter, without a profile or a calibration at load, and the opening
+    of a story as its prompt: what the tests that drive ``DecodeLoop`` themselves write from."""
+    cfg = EngineConfig(str(target), draft_path=str(drafter), n_ctx=512, use_profile=False, calibrate=False)
+    with Engine(cfg) as eng:
+        assert eng.model_drafter is not None
+        yield eng, eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
+                                             add_special=True)
 
 
 def model_draft(n: int = 4, p_min: float = 0.5) -> SpeculationConfig:
@@ -460,13 +472,7 @@ def test_a_batch_padded_to_a_faster_size_writes_the_plain_text(
     from localchat.engine.speculative import DecodeLoop
     from localchat.engine.stats import StatsRecorder
 
-    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=512, use_profile=False,
-                       calibrate=False)
-    with Engine(cfg) as eng:
-        assert eng.model_drafter is not None
-        prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
-                                           add_special=True)
-
+    with story_engine(smollm2_f16_path, smollm2_path) as (eng, prompt):
         recorders: list[StatsRecorder] = []
 
         def write(n: int, cost: CostModel | None) -> list[int]:
@@ -613,11 +619,8 @@ def decode_with(policy: DecliningPolicy, target: Path, drafter: Path) -> str:
     from localchat.engine.speculative import DecodeLoop
     from localchat.engine.stats import StatsRecorder
 
-    cfg = EngineConfig(str(target), draft_path=str(drafter), n_ctx=512, use_profile=False, calibrate=False)
-    with Engine(cfg) as eng:
+    with story_engine(target, drafter) as (eng, prompt):
         assert eng.model_drafter is not None
-        prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
-                                           add_special=True)
         loop = DecodeLoop(eng.target, eng.model_drafter, policy, SamplingParams(temperature=0.0),
                           StatsRecorder(), lambda: False, 48)
         for _ in loop.run(prompt):
@@ -750,12 +753,8 @@ def test_a_pause_that_ends_looking_back_writes_the_plain_text(
     from localchat.engine.speculative import DecodeLoop
     from localchat.engine.stats import StatsRecorder
 
-    cfg = EngineConfig(str(smollm2_f16_path), draft_path=str(smollm2_path), n_ctx=512, use_profile=False,
-                       calibrate=False)
-    with Engine(cfg) as eng:
+    with story_engine(smollm2_f16_path, smollm2_path) as (eng, prompt):
         assert eng.model_drafter is not None
-        prompt = eng.target_model.tokenize("Once upon a time, in a small village by the sea,",
-                                           add_special=True)
         pausing = PausingPolicy()
         texts, recorders = [], []
         for policy in (pausing, FixedPolicy(0)):
