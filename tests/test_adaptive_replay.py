@@ -69,7 +69,7 @@ def test_a_replayed_fixed_length_drafts_as_the_engine_does(
     data = json.loads(rec.read_text())
     curve = replay.read_curve(data)
     assert all(curve["verify_ms"][b] > 0 for b in range(1, 18))
-    assert all(curve["draft_ms"][b] > 0 for b in range(1, 10))
+    assert all(curve["draft_ms"][b] > 0 for b in (*range(1, 10), 16, 32, 64))  # catch-ups too
     chains = 0
     for p, recorded in zip(PROMPTS, data["prompts"], strict=True):
         text, steps = _real_steps(smollm2_f16_path, smollm2_path, p["prompt"], 4, 40)

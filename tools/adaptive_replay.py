@@ -13,7 +13,8 @@ tokens the drafter would draft after it (its draft goes on past a wrong token un
 falls), and the target's confidence in each token it wrote (what a pause that listens to the target
 hears). With those, what the drafter proposes at any point of the reply is known without running it.
 It also keeps this machine's cost curve: the target's verification time and the drafter's decode time
-by batch size (median of 9 rounds that time every size in turn), and the sizes the engine's
+by batch size (median of 9 rounds that time every size in turn; the drafter's up to the 64-token
+batches that catch it up after a pause), and the sizes the engine's
 calibration at load measured (none where it was declined).
 
 ``replay`` runs the engine's own decode loop (engine/speculative.py ``DecodeLoop``), drafters
@@ -61,7 +62,7 @@ from localchat.engine.draft_sources import common_prefix  # noqa: E402
 CHAIN_LEN = 16  # tokens kept after a wrong drafted token (a draft is at most DRAFT_TOKENS_MAX)
 CHAIN_MIN = 0.2  # ... while the drafter's confidence is at least this
 VERIFY_SIZES = range(1, 18)
-DRAFT_SIZES = range(1, 10)
+DRAFT_SIZES = (*range(1, 10), 12, 16, 24, 32, 48, 64)  # past 9: the drafter's catch-up batches
 
 
 # -- recording --------------------------------------------------------------------------------------
