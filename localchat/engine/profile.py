@@ -63,6 +63,7 @@ FINGERPRINT_SPAN = 1 << 20  # bytes hashed at each end of a model file
 CALIBRATION_SIZES = (1, 2, 4, 8, 16, 1)  # verification batches; plain speed twice (it prices time)
 DRAFTER_STEPS = 5
 MAX_ROUNDS = 3  # another round of passes only while the last looks disturbed (and time is left)
+ROUND_MARGIN = 1.25  # another round is given the time of the last one, and this much more
 # A pass during which the process used less CPU than this share of its threads' time was slowed
 # by another program (llama.cpp's threads run flat out during a pass on a CPU).
 MIN_CPU_SHARE = 0.7
@@ -300,7 +301,8 @@ def calibrate(
 
     Both contexts are empty afterwards. None when the contexts are too small to
     calibrate in (a tiny test context). ``budget_s`` (or 25 single-token passes, for
-    a big target) bounds the timed passes. On a CPU (``cpu_threads`` given) a pass
+    a big target) bounds the timed passes, up to twice that for a round that must repeat a
+    curve of a busy moment's shape (``repeated``). On a CPU (``cpu_threads`` given) a pass
     during which this process got much less CPU time than its threads could use
     was slowed by another program and does not count; a size without an
     undisturbed pass, or passes beyond ``budget_s``, leave ``cost`` untouched
@@ -339,6 +341,7 @@ def calibrate(
         ahead = tokens[_CONTEXT_TOKENS:]
         rounds = [size for _round in range(MAX_ROUNDS) for size in sizes]
         clean_in_round = slowed = 0
+        round_began = begun
         for i, size in enumerate(rounds):
             if time.perf_counter() > deadline:
                 break  # a machine this busy measures nothing worth keeping
@@ -362,6 +365,16 @@ def calibrate(
                     break
                 if 2 * clean_in_round < len(sizes):
                     break  # most passes slowed: the machine is busy, another round would be too
+                # A curve of a busy moment's shape counts where another round repeats it: that round
+                # gets its time (a slow target's round can take most of the budget: a Q8_0 target with
+                # 1 thread, 1.5 s), within twice the budget; where even that cannot hold it, stop now
+                # rather than time a round that is cut short.
+                now = time.perf_counter()
+                next_end = now + ROUND_MARGIN * (now - round_began)
+                if next_end > begun + 2 * budget_s:
+                    break
+                deadline = max(deadline, next_end)
+                round_began = now
                 clean_in_round = 0
         greedy = SamplingParams()
         complete = len(passes) == len(set(sizes))

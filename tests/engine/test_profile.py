@@ -6,6 +6,7 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from localchat.engine import profile
@@ -124,6 +125,71 @@ def test_a_curve_with_a_busy_machines_shape_counts_where_two_rounds_repeat_it() 
     assert not repeated([q8, busy])
     assert not repeated([q8, {b: t for b, t in again.items() if b != 8}])
     assert repeated([q8, busy], tolerance=0.35)
+
+
+class _Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _TimedContext:
+    """A context whose decodes take ``curve[batch]`` seconds of a scripted clock (no model)."""
+
+    n_ctx = n_batch = 512
+
+    def __init__(self, clock: _Clock, curve: dict[int, float]) -> None:
+        self.clock, self.curve = clock, curve
+        self.model = self
+
+    def tokenize(self, text: str, add_special: bool = False) -> list[int]:
+        return list(range(200))
+
+    def decode(self, batch: list[int], logits_for: str = "last") -> int:
+        self.clock.now += self.curve.get(len(batch), 0.5)  # the warm-up's 24 tokens
+        return len(batch)
+
+    def logits(self, row: int) -> np.ndarray:
+        return np.arange(8, dtype=np.float32)
+
+    def truncate(self, n_keep: int) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+
+# A Q8_0 target on 1 thread (measured here, seconds): a batch of two costs 3.5 single tokens, the shape
+# ``plausible`` doubts, and a round of the calibration's passes takes 1.5 s of its 2.5 s budget.
+Q8_1T = {1: 0.064, 2: 0.233, 4: 0.331, 8: 0.337, 16: 0.518}
+
+
+def test_a_curve_that_must_repeat_gets_the_time_for_its_second_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the budget alone the second round was cut short, so the curve never repeated and was
+    declined at every load as a busy machine; the round it needs is now given its time."""
+    clock = _Clock()
+    monkeypatch.setattr(profile.time, "perf_counter", clock)
+    cost = CostModel()
+    report = profile.calibrate(_TimedContext(clock, Q8_1T), _TimedContext(clock, {1: 0.02}), cost, "drafter")
+    assert report is not None and report.disturbed == ""
+    assert cost.calibrated and cost.t_verify(2) == pytest.approx(0.233)
+    one_round = sum(Q8_1T[b] for b in profile.CALIBRATION_SIZES)
+    assert report.seconds - report.warmup_s == pytest.approx(2 * one_round + profile.DRAFTER_STEPS * 0.02)
+
+
+def test_a_round_that_cannot_repeat_in_twice_the_budget_is_not_begun(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three times slower, a round takes 4.5 s: a second one cannot end within twice the budget, so
+    the calibration stops after the first (declined, as its curve is doubted) instead of timing a
+    round that is cut short."""
+    clock = _Clock()
+    monkeypatch.setattr(profile.time, "perf_counter", clock)
+    slow = {b: 3 * t for b, t in Q8_1T.items()}
+    cost = CostModel()
+    report = profile.calibrate(_TimedContext(clock, slow), _TimedContext(clock, {1: 0.02}), cost, "drafter")
+    assert report is not None and "contradict" in report.disturbed and not cost.calibrated
+    assert report.seconds - report.warmup_s == pytest.approx(
+        sum(slow[b] for b in profile.CALIBRATION_SIZES) + profile.DRAFTER_STEPS * 0.02)
 
 
 def test_a_process_that_was_not_calibrated_keeps_what_it_measured_if_it_is_enough() -> None:
