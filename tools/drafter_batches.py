@@ -33,6 +33,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
+def _medians_ms(runs: dict[Any, Callable[[], object]], rounds: int,
+                prepare: Callable[[], object]) -> dict[Any, float]:
+    """Median milliseconds of each run, timed in ``rounds`` rounds that take every run in turn, each
+    after an untimed ``prepare`` (the context cut back to where the runs start)."""
+    seen: dict[Any, list[float]] = {key: [] for key in runs}
+    for _ in range(rounds):
+        for key, run in runs.items():
+            prepare()
+            t0 = time.perf_counter()
+            run()
+            seen[key].append(time.perf_counter() - t0)
+    return {key: statistics.median(v) * 1000 for key, v in seen.items()}
+
+
 def batches(model: str, draft: str, threads: int) -> dict[int, float]:
     """Median milliseconds of the drafter's decode of 1-4 tokens."""
     from localchat.engine.engine import Engine
@@ -49,14 +63,10 @@ def batches(model: str, draft: str, threads: int) -> dict[int, float]:
         base = 150
         ctx.truncate(0)
         ctx.decode(toks[:base], logits_for="last")
-        seen: dict[int, list[float]] = {b: [] for b in (1, 2, 3, 4)}
-        for _ in range(15):
-            for b in seen:
-                ctx.truncate(base)
-                t0 = time.perf_counter()
-                ctx.decode(toks[base:base + b], logits_for="last")
-                seen[b].append(time.perf_counter() - t0)
-        return {b: statistics.median(v) * 1000 for b, v in seen.items()}
+
+        def run(b: int) -> Callable[[], object]:
+            return lambda: ctx.decode(toks[base:base + b], logits_for="last")
+        return _medians_ms({b: run(b) for b in (1, 2, 3, 4)}, 15, lambda: ctx.truncate(base))
 
 
 def look_back_rows(model: str, draft: str, threads: int, rows: int = 16) -> dict[tuple[int, int], float]:
@@ -76,20 +86,17 @@ def look_back_rows(model: str, draft: str, threads: int, rows: int = 16) -> dict
         base = 64
         ctx.truncate(0)
         ctx.decode(toks[:base], logits_for="last")
-        runs = [(1, 1)] + [(n, k) for n in (16, 32, 64) for k in (1, rows)]
-        seen: dict[tuple[int, int], list[float]] = {r: [] for r in runs}
-        for _ in range(7):
-            for n, k in runs:
-                ctx.truncate(base)
-                t0 = time.perf_counter()
+
+        def run(n: int, k: int) -> Callable[[], object]:
+            def read() -> None:
                 ctx.decode(toks[base:base + n], logits_for=k)
-                if k > 1:
-                    for r in range(k - 1):
-                        logits = ctx.logits(r)
-                        sampling.greedy_token(logits, toks[: base + n - k + r + 1], params)
-                        sampling.top_probability(logits)
-                seen[(n, k)].append(time.perf_counter() - t0)
-        return {r: statistics.median(v) * 1000 for r, v in seen.items()}
+                for r in range(k - 1):
+                    logits = ctx.logits(r)
+                    sampling.greedy_token(logits, toks[: base + n - k + r + 1], params)
+                    sampling.top_probability(logits)
+            return read
+        runs = [(1, 1)] + [(n, k) for n in (16, 32, 64) for k in (1, rows)]
+        return _medians_ms({r: run(*r) for r in runs}, 7, lambda: ctx.truncate(base))
 
 
 def side_by_side(model: str, draft: str, threads: int, prompts: Sequence[Any], max_tokens: int) -> None:

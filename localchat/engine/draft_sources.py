@@ -116,6 +116,13 @@ PROGRESS_CHUNK = 128  # tokens per decode call while someone watches a long prom
 PROGRESS_MIN = 2 * PROGRESS_CHUNK  # shorter prompts are read in one go, without progress
 
 
+def _cut_to_prefix(ctx: Context, tokens: Sequence[int]) -> list[int]:
+    """Cut ``ctx`` back to its common prefix with ``tokens`` (short of the last token, whose logits
+    are needed) and return the tokens it still has to read."""
+    ctx.truncate(min(common_prefix(ctx.tokens, tokens), len(tokens) - 1))
+    return list(tokens[ctx.n_past :])  # truncate may have cleared everything (non-removable caches)
+
+
 def sync_context(
     ctx: Context,
     tokens: Sequence[int],
@@ -128,12 +135,7 @@ def sync_context(
     last token is re-evaluated so that its logits are available. ``on_progress(done, total)``
     hears, for a long read, after each chunk how many of the tokens to read are read.
     """
-    keep = common_prefix(ctx.tokens, tokens)
-    if keep >= len(tokens):
-        keep = len(tokens) - 1
-    ctx.truncate(keep)
-    keep = ctx.n_past  # truncate may have cleared everything (non-removable caches)
-    todo = list(tokens[keep:])
+    todo = _cut_to_prefix(ctx, tokens)
     watched = on_progress is not None and len(todo) >= PROGRESS_MIN
     # Smaller chunks while watched: a CPU reads ~128 tokens per call about as fast as 512.
     _read(ctx, todo, min(ctx.n_batch, PROGRESS_CHUNK) if watched else ctx.n_batch, should_cancel,
@@ -345,12 +347,10 @@ class ModelDrafter:
         single drafter pass per row, measured on a 0.5B Q4_K_M drafter), and no verification.
         Nothing (the tokens still read) when sampling, where acceptance is not a match of choices."""
         ctx = self.ctx
-        keep = min(common_prefix(ctx.tokens, tokens), len(tokens) - 1)
-        ctx.truncate(keep)
-        todo = list(tokens[ctx.n_past :])
+        todo = _cut_to_prefix(ctx, tokens)
         k = min(rows, len(todo)) if params.greedy else 0
         if k < 2:
-            sync_context(ctx, tokens)
+            _read(ctx, todo, ctx.n_batch, None, None)
             return []
         last = min(len(todo), ctx.n_batch)
         _read(ctx, todo[:-last], ctx.n_batch, None, None)
