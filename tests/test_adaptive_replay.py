@@ -95,3 +95,37 @@ def test_a_replayed_fixed_length_drafts_as_the_engine_does(
         # The clock ran on the curve: every pass costs at least a single-token verification.
         assert seconds >= len(steps) * curve["verify_ms"][1] / 1000
     assert chains > 0  # the drafter was wrong somewhere: its drafts after a wrong token were replayed
+
+
+def _recorded(replay: ModuleType, n_reply: int, right: set[int]) -> object:
+    """A recorded reply of ``n_reply`` tokens ending in an end token, where the drafter's greedy token is
+    the reply's exactly at the positions ``right``."""
+    reply = list(range(100, 100 + n_reply))
+    greedy = [t if j in right else 1 for j, t in enumerate([*reply, 7])]
+    rec = {"id": "p", "category": "creative", "prompt": [1, 2, 3], "reply": reply, "eog": 7,
+           "greedy": greedy, "conf": [0.9] * len(greedy), "chains": {}}
+    return replay.Recorded(rec, 7)
+
+
+def test_the_hindsight_bound_drafts_only_where_the_drafter_is_right_and_pays_its_catch_up(
+    replay: ModuleType,
+) -> None:
+    verify = replay._cost({n: 1.0 + 0.1 * (n - 1) for n in range(1, 18)})  # milliseconds by batch size
+    draft = replay._cost({b: 0.1 * b for b in range(1, 65)})
+    # Right at positions 10-13 only: plain up to 9 (the drafter falls 10 tokens behind), then one draft
+    # of 4 (reading those 10 tokens first: 1.0 ms, 3 more drafter passes, a 5-token verification), then
+    # plain again; 19 tokens to write after the first.
+    h = replay.Hindsight(_recorded(replay, 19, {10, 11, 12, 13}), 64, verify, draft, 16)
+    assert h.plain_s == pytest.approx(19 * 0.001)
+    assert h.seconds == pytest.approx((9 + 1.0 + 0.3 + 1.4 + 5) / 1000)
+    assert h.path == [*((i, 0, 0) for i in range(1, 10)), (10, 4, 10), *((i, 0, 0) for i in range(15, 20))]
+    # Never right: nothing is worth drafting, the bound is plain decoding.
+    never = replay.Hindsight(_recorded(replay, 19, set()), 64, verify, draft, 16)
+    assert never.gain == pytest.approx(1.0) and all(k == 0 for _, k, _ in never.path)
+    # Always right on a flat verification: one draft of 15 accepted whole and the target's own token
+    # write the 16 tokens (the last one the end).
+    flat = replay._cost({n: 1.0 for n in range(1, 18)})
+    cheap = replay._cost({b: 0.01 for b in range(1, 65)})
+    always = replay.Hindsight(_recorded(replay, 16, set(range(17))), 64, flat, cheap, 16)
+    assert always.seconds == pytest.approx((0.01 + 14 * 0.01 + 1.0) / 1000)
+    assert always.path == [(1, 15, 1)] and always.gain == pytest.approx(16 / 1.15)

@@ -398,6 +398,69 @@ class Pipeline:
         return out, rec.generation_seconds, rec.drafted, rec.accepted
 
 
+class Hindsight:
+    """The fastest any policy drafting with this drafter could have written one recorded reply: a
+    policy that knows where the drafter is right (an upper bound on what speculation can earn there).
+
+    A dynamic programme over the reply, on the curve's costs. At each point it either writes one token
+    plainly (one single-token pass; the drafter falls a token further behind) or drafts ``k`` tokens:
+    the drafter reads in one batch the tokens it is behind on (a catch-up, ``draft(b)``), then ``k - 1``
+    single tokens, and the target verifies ``k + 1`` tokens; the drafter's greedy tokens are accepted
+    as far as they are the reply's, so the point moves on by the accepted tokens and one. After a draft
+    accepted whole the drafter is two tokens behind (its last drafted token and the target's), else one.
+    Lookup drafts (n-gram) are left out: on the text where speculation is hardest they draft nothing.
+    """
+
+    def __init__(self, r: Recorded, max_tokens: int, verify: Callable[[int], float],
+                 draft: Callable[[int], float], max_len: int) -> None:
+        seq = [*r.reply, r.eog][:max_tokens] if len(r.reply) < max_tokens else r.reply[:max_tokens]
+        n = len(seq)
+        run = [0] * (n + 1)
+        for j in range(n - 1, -1, -1):
+            run[j] = run[j + 1] + 1 if j < len(r.greedy) and r.greedy[j] == seq[j] else 0
+        t1 = verify(1)
+        width = n + 3  # the drafter is at most n + 1 tokens behind
+        read = np.array([draft(b) if b > 0 else 0.0 for b in range(width)])
+        value = [np.zeros(width) for _ in range(n + 2)]
+        choice: list[int] = [0] * (n + 1)  # the best draft length from each point (where drafting)
+        draft_value = [0.0] * (n + 1)
+        for i in range(n - 1, 0, -1):
+            best, best_k = math.inf, 0
+            for k in range(1, max_len + 1):
+                a = min(k, run[i])
+                nxt, behind = i + a + 1, 2 if a == k else 1
+                rest = value[nxt][behind] if nxt < n else 0.0
+                total = (k - 1) * draft(1) + verify(k + 1) + rest
+                if total < best:
+                    best, best_k = total, k
+            choice[i], draft_value[i] = best_k, best
+            plain = t1 + (np.append(value[i + 1][1:], np.inf) if i + 1 < n else np.zeros(width))
+            value[i] = np.minimum(plain, read + best)
+            value[i][0] = np.inf
+        self.tokens = n
+        self.plain_s = (n - 1) * t1
+        self.seconds = float(value[1][1]) if n > 1 else 0.0
+        # The path it takes: (point, tokens drafted there, tokens the drafter read first).
+        self.path: list[tuple[int, int, int]] = []
+        i, behind = 1, 1
+        while i < n:
+            plain_v = t1 + (value[i + 1][behind + 1] if i + 1 < n else 0.0)
+            drafted = read[behind] + draft_value[i]
+            if drafted < plain_v:
+                k = choice[i]
+                a = min(k, run[i])
+                self.path.append((i, k, behind))
+                i, behind = i + a + 1, 2 if a == k else 1
+            else:
+                self.path.append((i, 0, 0))
+                i, behind = i + 1, behind + 1
+
+    @property
+    def gain(self) -> float:
+        """Speed over plain decoding."""
+        return self.plain_s / self.seconds if self.seconds > 0 else 1.0
+
+
 def read_curve(recording: dict[str, Any]) -> dict[str, dict[int, float]]:
     """A recording's curve: milliseconds by batch size, of verification and of the drafter's decode."""
     return {key: {int(n): float(ms) for n, ms in recording["curve"][key].items()}
@@ -441,7 +504,16 @@ def replay(args: argparse.Namespace) -> None:
                 speed[arm][r.id] = len(toks) / secs if secs > 0 else math.nan
     finally:
         time.perf_counter = real
-    report(speed, replies, curve, curve_src["curve"].get("label", ""), data, fixed, adaptive)
+    extra = []
+    if args.bound:
+        from localchat.settings.options import DRAFT_TOKENS_MAX
+
+        extra = ["hindsight"]
+        verify, draft = _cost(curve["verify_ms"]), _cost(curve["draft_ms"])
+        for r in replies:
+            h = Hindsight(r, data["max_tokens"], verify, draft, DRAFT_TOKENS_MAX)
+            speed["hindsight"][r.id] = speed["off"][r.id] * h.gain
+    report(speed, replies, curve, curve_src["curve"].get("label", ""), data, fixed, adaptive, extra)
 
 
 def _gmean(values: Sequence[float]) -> float:
@@ -450,15 +522,16 @@ def _gmean(values: Sequence[float]) -> float:
 
 def report(speed: dict[str, dict[str, float]], replies: Sequence[Recorded],
            curve: dict[str, dict[int, float]], label: str, data: dict[str, Any], fixed: Sequence[int],
-           adaptive: Sequence[str]) -> None:
+           adaptive: Sequence[str], extra: Sequence[str] = ()) -> None:
     """Per prompt and per category (geometric means): each mode over plain decoding, and each adaptive
-    mode over the best fixed choice per prompt (plain decoding or a fixed length)."""
+    mode over the best fixed choice per prompt (plain decoding or a fixed length); ``extra``: columns
+    shown over plain decoding only (the hindsight bound)."""
     v, d = curve["verify_ms"], curve["draft_ms"]
     print(f"curve: {label}; plain pass {v[1]:.1f} ms, drafter pass {d[1] / v[1]:.2f}x, "
           f"t(2) {v[2] / v[1]:.2f}x, t(9) {v[9] / v[1]:.2f}x t(1); "
           f"text: {data['model']} with {data['draft']}")
     fixed_arms = ["off", *(f"auto:{n}" for n in fixed)]
-    shown = [*fixed_arms[1:], *adaptive]
+    shown = [*fixed_arms[1:], *adaptive, *extra]
 
     def plain(arm: str, pid: str) -> float:
         return speed[arm][pid] / speed["off"][pid]
@@ -502,6 +575,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--limit", type=int, default=0, help="the first N prompts per category (0: all)")
     p.add_argument("--saved", action="store_true",
                    help="start each mode from the profile that a first run over the prompts saved")
+    p.add_argument("--bound", action="store_true",
+                   help="also print the hindsight bound: the fastest any policy drafting with this drafter "
+                        "could have been (class Hindsight)")
     args = ap.parse_args(argv)
     record(args) if args.command == "record" else replay(args)
 
