@@ -21,8 +21,10 @@ import contextlib
 import hashlib
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,8 +147,22 @@ def main() -> int:
     target = f".[{args.extras}]" if args.extras else "."
     say(f"installing localchat ({target}) in editable mode")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", target], cwd=ROOT, check=True)
+    command_on_path()
     return 0
 
+
+def command_on_path() -> None:
+    """Make the ``localchat`` command just installed reachable, as README's ``&& localchat`` expects:
+    under pyenv a new console script is not on PATH until its shims are rehashed (inside this process,
+    started through a shim, PATH already holds the interpreter's own folder, so it cannot tell);
+    elsewhere, where the scripts folder is not on PATH, say how to start it."""
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        subprocess.run([pyenv, "rehash"], check=False)
+        return
+    if not shutil.which("localchat"):
+        say(f"the localchat command is in {sysconfig.get_path('scripts')}, which is not on PATH: add it, "
+            f"or start localchat with `{Path(sys.executable).name} -m localchat`")
 
 if __name__ == "__main__":
     sys.exit(main())

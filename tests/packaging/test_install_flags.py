@@ -72,3 +72,23 @@ def test_the_wheelhouse_is_keyed_by_flags_and_processor(
     b = install.wheelhouse("0.3.36", "-DGGML_RPC=on")
     monkeypatch.setattr(install, "processor", lambda: "x86_64 flags: sse2 avx2 avx512f amx_int8")
     assert b != install.wheelhouse("0.3.36", "-DGGML_RPC=on")
+
+
+def test_under_pyenv_the_new_command_is_rehashed_onto_path(
+    install: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """README's `python tools/install.py && localchat`: under pyenv the localchat console script is on
+    PATH only after its shims are rehashed; without pyenv, a scripts folder off PATH is named."""
+    ran: list[list[str]] = []
+    monkeypatch.setattr(install.subprocess, "run", lambda cmd, **_kw: ran.append(cmd))
+    found = {"pyenv": "/opt/pyenv/bin/pyenv", "localchat": None}
+    monkeypatch.setattr(install.shutil, "which", lambda name: found.get(name))
+    install.command_on_path()
+    assert ran == [["/opt/pyenv/bin/pyenv", "rehash"]]
+    ran.clear()
+    found["pyenv"] = None
+    install.command_on_path()
+    assert ran == [] and "-m localchat" in capsys.readouterr().out
+    found["localchat"] = "/usr/local/bin/localchat"
+    install.command_on_path()
+    assert ran == [] and capsys.readouterr().out == ""
