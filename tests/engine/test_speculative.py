@@ -12,7 +12,7 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from localchat.engine.draft_sources import Draft
+from localchat.engine.draft_sources import Draft, common_prefix, sync_context
 from localchat.engine.engine import Engine
 from localchat.engine.errors import ContextOverflowError
 from localchat.engine.textruns import concat_runs
@@ -500,12 +500,24 @@ def test_a_batch_padded_to_a_faster_size_writes_the_plain_text(
 
         cost.verify_batch = recorded  # type: ignore[method-assign]
         plain = write(0, None)
-        assert write(4, cost) == plain
+        text = write(4, cost)
+        stats = recorders[-1].snapshot()  # the passes counted at the batch the target ran
+        same = common_prefix(text, plain)
+        if same < len(plain):
+            # Where the batched kernels round a pass of 6 differently from a pass of 1 (some CPUs), the
+            # texts may part at a near-tie only: there the two tokens are the target's top two, close.
+            sync_context(eng.target, [*prompt, *plain[:same]])
+            logits = np.asarray(eng.target.logits(0), dtype=np.float64)
+            probs = np.exp(logits - logits.max())
+            probs /= probs.sum()
+            top2 = [int(t) for t in np.argsort(probs)[-2:]]
+            assert sorted(top2) == sorted((plain[same], text[same])), (same, top2)
+            assert abs(probs[top2[1]] - probs[top2[0]]) < 0.1, probs[top2]
+        assert same >= 16  # the padding left nothing behind: the first steps' text is the plain one
         padded = [r for r in runs if r[1] != r[0]]
         assert padded and all(run == 6 for _batch, run in padded)
         unpadded = sum(1 for batch, run in runs if 2 <= batch <= 5 and run == batch)  # the rechecks
         assert unpadded <= len(runs) // PAD_RECHECK + 4
-        stats = recorders[-1].snapshot()  # the passes counted at the batch the target ran
         assert sum(stats.verify_batches) == stats.verify_passes
         assert stats.verify_batches[5] == len(padded)
 
@@ -685,7 +697,9 @@ def test_verification_judges_the_token_the_stop_rule_declined(
         assert all(src == name_ok and 0.0 < conf <= 1.0 for src, conf, _ in policy.declined)
         judged[name] = [hit for _, _, hit in policy.declined]
     assert set(judged["self"]) == {1.0}
-    assert 0.0 in judged["q4"]
+    assert set(judged["q4"]) <= {0.0, 1.0}  # greedy: the target's choice or not
+    if keep == 0:  # the drafter's first token: some are wrong on any machine (a third token after two
+        assert 0.0 in judged["q4"]  # accepted ones was right every time in 48 tokens on one CPU)
 
 
 def test_looking_back_gives_the_verdicts_drafts_from_each_position_would_have_had(

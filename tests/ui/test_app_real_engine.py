@@ -65,10 +65,15 @@ def test_reply_streams_with_live_stats_and_speculation_toggle(
     assert w.status.backend_label.text()
     batches: list[str] = []
     app.engine.job_event.connect(lambda e: batches.append(e.event.text) if isinstance(e, Tokens) else None)
-    live_rates: list[float] = []
-    w.status.timer.timeout.connect(lambda: live_rates.append(_rate(w.status.rate_label.text())))
+    # Each refresh during the reply shows the prompt being read, that nothing is written yet (on a slow
+    # machine a refresh can fall between the two), or the speed: once a speed is shown, it stays.
+    shown: list[str] = []
+    w.status.timer.timeout.connect(lambda: shown.append(w.status.rate_label.text()))
     _reply(qtbot, app, "Write a short poem about the sea.")
     assert batches, "no tokens streamed"
+    first = next((i for i, t in enumerate(shown) if "tok/s" in t and t != "\u2013 tok/s"), len(shown))
+    assert all(re.fullmatch(r"Reading \d+%|\u2013 tok/s", t) for t in shown[:first]), shown
+    assert all(_rate(t) > 0 for t in shown[first:]), shown
     assert _rate(w.status.rate_label.text()) > 0
     assert _rate(w.status.last_reply_label.text()) > 0
     assert w.status.context_label.text().startswith("Context ")
