@@ -27,7 +27,8 @@ after reply), as ``localchat bench --fresh`` runs them; with ``--saved``, from t
 Printed per prompt and category: each policy's speed over plain decoding on the curve, the best
 fixed length per prompt in hindsight, and adaptive / best fixed. ``--curve`` replays on another
 recording's curve (another thread count or machine): the text is this recording's, the costs that
-curve's.
+curve's. ``--bound`` adds the hindsight bound (``Hindsight``): the fastest any policy drafting with the
+draft model could have been, knowing where the drafter is right.
 
 A replay is a model of a run: the drafter's confidences after a wrong token are kept only while at
 least ``CHAIN_MIN`` (lower ones end every draft anyway) and pass times are the curve's medians. Its
@@ -413,11 +414,17 @@ class Hindsight:
 
     def __init__(self, r: Recorded, max_tokens: int, verify: Callable[[int], float],
                  draft: Callable[[int], float], max_len: int) -> None:
-        seq = [*r.reply, r.eog][:max_tokens] if len(r.reply) < max_tokens else r.reply[:max_tokens]
+        seq = [*r.reply, r.eog] if len(r.reply) < max_tokens else r.reply[:max_tokens]  # the end token too
         n = len(seq)
         run = [0] * (n + 1)
         for j in range(n - 1, -1, -1):
             run[j] = run[j + 1] + 1 if j < len(r.greedy) and r.greedy[j] == seq[j] else 0
+
+        def after(i: int, k: int) -> tuple[int, int]:
+            """Drafting ``k`` at ``i``: the next point, and the tokens the drafter is then behind on."""
+            a = min(k, run[i])
+            return i + a + 1, 2 if a == k else 1
+
         t1 = verify(1)
         width = n + 3  # the drafter is at most n + 1 tokens behind
         read = np.array([draft(b) if b > 0 else 0.0 for b in range(width)])
@@ -427,8 +434,7 @@ class Hindsight:
         for i in range(n - 1, 0, -1):
             best, best_k = math.inf, 0
             for k in range(1, max_len + 1):
-                a = min(k, run[i])
-                nxt, behind = i + a + 1, 2 if a == k else 1
+                nxt, behind = after(i, k)
                 rest = value[nxt][behind] if nxt < n else 0.0
                 total = (k - 1) * draft(1) + verify(k + 1) + rest
                 if total < best:
@@ -447,10 +453,8 @@ class Hindsight:
             plain_v = t1 + (value[i + 1][behind + 1] if i + 1 < n else 0.0)
             drafted = read[behind] + draft_value[i]
             if drafted < plain_v:
-                k = choice[i]
-                a = min(k, run[i])
-                self.path.append((i, k, behind))
-                i, behind = i + a + 1, 2 if a == k else 1
+                self.path.append((i, choice[i], behind))
+                i, behind = after(i, choice[i])
             else:
                 self.path.append((i, 0, 0))
                 i, behind = i + 1, behind + 1
