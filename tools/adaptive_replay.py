@@ -49,7 +49,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -63,24 +63,30 @@ from localchat.engine.draft_sources import common_prefix  # noqa: E402
 CHAIN_LEN = 16  # tokens kept after a wrong drafted token (a draft is at most DRAFT_TOKENS_MAX)
 CHAIN_MIN = 0.2  # ... while the drafter's confidence is at least this
 VERIFY_SIZES = range(1, 18)
+K = TypeVar("K")
 DRAFT_SIZES = (*range(1, 10), 12, 16, 24, 32, 48, 64)  # past 9: the drafter's catch-up batches
 
 
 # -- recording --------------------------------------------------------------------------------------
-def _medians_ms(runs: dict[int, Callable[[], object]], rounds: int = 9) -> dict[int, float]:
-    """Median milliseconds of each run, timed in ``rounds`` rounds that take every size in turn.
+def medians_ms(runs: dict[K, Callable[[], object]], rounds: int = 9,
+               prepare: Callable[[], object] | None = None) -> dict[K, float]:
+    """Median milliseconds of each run, timed in ``rounds`` rounds that take every run in turn, each
+    after an untimed ``prepare`` where given (the context cut back to where the runs start). Also used
+    by tools/drafter_batches.py.
 
     Interleaved, as decoding interleaves them: on a 2-core machine with 2 threads, nine single-token
     passes timed back to back took 78-91 ms each, but 61 ms each between passes of other sizes, and
     a run's own verification passes 56-66 ms (docs/BENCHMARKS.md).
     """
-    seen: dict[int, list[float]] = {b: [] for b in runs}
+    seen: dict[K, list[float]] = {key: [] for key in runs}
     for _ in range(rounds):
-        for b, run in runs.items():
+        for key, run in runs.items():
+            if prepare is not None:
+                prepare()
             t0 = time.perf_counter()
             run()
-            seen[b].append(time.perf_counter() - t0)
-    return {b: statistics.median(v) * 1000 for b, v in seen.items()}
+            seen[key].append(time.perf_counter() - t0)
+    return {key: statistics.median(v) * 1000 for key, v in seen.items()}
 
 
 def record(args: argparse.Namespace) -> None:
@@ -122,7 +128,7 @@ def record(args: argparse.Namespace) -> None:
         for name, ctx, sizes in (("verify_ms", tctx, VERIFY_SIZES), ("draft_ms", dctx, DRAFT_SIZES)):
             ctx.truncate(0)
             ctx.decode(toks[:150], logits_for="last")
-            curve[name] = _medians_ms({b: batch(ctx, b) for b in sizes})
+            curve[name] = medians_ms({b: batch(ctx, b) for b in sizes})
         curve["label"] = f"{Path(args.model).stem}, {args.threads} thread(s)"
         out["curve"] = curve
         for p in prompts:

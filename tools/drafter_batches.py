@@ -26,29 +26,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def _medians_ms(runs: dict[Any, Callable[[], object]], rounds: int,
-                prepare: Callable[[], object]) -> dict[Any, float]:
-    """Median milliseconds of each run, timed in ``rounds`` rounds that take every run in turn, each
-    after an untimed ``prepare`` (the context cut back to where the runs start)."""
-    seen: dict[Any, list[float]] = {key: [] for key in runs}
-    for _ in range(rounds):
-        for key, run in runs.items():
-            prepare()
-            t0 = time.perf_counter()
-            run()
-            seen[key].append(time.perf_counter() - t0)
-    return {key: statistics.median(v) * 1000 for key, v in seen.items()}
-
-
 def batches(model: str, draft: str, threads: int) -> dict[int, float]:
     """Median milliseconds of the drafter's decode of 1-4 tokens."""
+    from adaptive_replay import medians_ms  # a sibling: the tools' one interleaved-median timer
+
     from localchat.engine.engine import Engine
     from localchat.engine.types import EngineConfig
 
@@ -66,11 +52,13 @@ def batches(model: str, draft: str, threads: int) -> dict[int, float]:
 
         def run(b: int) -> Callable[[], object]:
             return lambda: ctx.decode(toks[base:base + b], logits_for="last")
-        return _medians_ms({b: run(b) for b in (1, 2, 3, 4)}, 15, lambda: ctx.truncate(base))
+        return medians_ms({b: run(b) for b in (1, 2, 3, 4)}, 15, lambda: ctx.truncate(base))
 
 
 def look_back_rows(model: str, draft: str, threads: int, rows: int = 16) -> dict[tuple[int, int], float]:
     """Median milliseconds of a catch-up batch of (tokens, rows with logits), and of one token (1, 1)."""
+    from adaptive_replay import medians_ms
+
     from localchat.engine import sampling
     from localchat.engine.engine import Engine
     from localchat.engine.profile import CALIBRATION_TEXT
@@ -96,7 +84,7 @@ def look_back_rows(model: str, draft: str, threads: int, rows: int = 16) -> dict
                     sampling.top_probability(logits)
             return read
         runs = [(1, 1)] + [(n, k) for n in (16, 32, 64) for k in (1, rows)]
-        return _medians_ms({r: run(*r) for r in runs}, 7, lambda: ctx.truncate(base))
+        return medians_ms({r: run(*r) for r in runs}, 7, lambda: ctx.truncate(base))
 
 
 def side_by_side(model: str, draft: str, threads: int, prompts: Sequence[Any], max_tokens: int) -> None:

@@ -164,5 +164,6 @@ def command_on_path() -> None:
         say(f"the localchat command is in {sysconfig.get_path('scripts')}, which is not on PATH: add it, "
             f"or start localchat with `{Path(sys.executable).name} -m localchat`")
 
+
 if __name__ == "__main__":
     sys.exit(main())
