@@ -109,6 +109,9 @@ def serve_http(server: Server[Any]) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    # Listen before telling the port: a client that connects while uvicorn is still starting
+    # waits in the backlog instead of being refused.
+    sock.listen(128)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     app = server.streamable_http_app()
     config = uvicorn.Config(app, log_level="warning")

@@ -4,6 +4,7 @@ and streamable HTTP: tools listed and called, each fault a sentence, and no serv
 from __future__ import annotations
 
 import queue
+import socket
 import subprocess
 import sys
 import time
@@ -143,6 +144,13 @@ def test_a_server_that_exits_at_start_says_what_it_wrote(hub: Hub) -> None:
     state = hub.states([dying])["dying"]
     assert state.phase is Phase.FAILED
     assert "stopped while starting (exit code 2)" in state.problem and "“bad config”" in state.problem
+
+
+def test_the_http_test_server_answers_as_soon_as_it_tells_its_port(http_faulty: HttpServer) -> None:
+    # It printed its port while uvicorn was still starting, before the socket listened: a hub that
+    # connected at once was refused now and then on a busy machine ("nothing answers at that address").
+    port = int(http_faulty.url.split(":")[2].split("/")[0])
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
 def test_http_server_tools_faults_and_its_disappearance(hub: Hub, http_faulty: HttpServer) -> None:
