@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -97,7 +98,7 @@ def test_a_replayed_fixed_length_drafts_as_the_engine_does(
     assert chains > 0  # the drafter was wrong somewhere: its drafts after a wrong token were replayed
 
 
-def _recorded(replay: ModuleType, n_reply: int, right: set[int]) -> object:
+def _recorded(replay: ModuleType, n_reply: int, right: set[int]) -> Any:
     """A recorded reply of ``n_reply`` tokens ending in an end token, where the drafter's greedy token is
     the reply's exactly at the positions ``right``."""
     reply = list(range(100, 100 + n_reply))
@@ -129,3 +130,27 @@ def test_the_hindsight_bound_drafts_only_where_the_drafter_is_right_and_pays_its
     always = replay.Hindsight(_recorded(replay, 16, set(range(17))), 64, flat, cheap, 16)
     assert always.seconds == pytest.approx((0.01 + 14 * 0.01 + 1.0) / 1000)
     assert always.path == [(1, 15, 1)] and always.gain == pytest.approx(16 / 1.15)
+
+
+@pytest.mark.parametrize(("slope", "engine_drafts"), [(0.1, True), (0.5, False)])
+def test_an_adaptive_arm_can_name_its_drafter_for_every_reply(
+    replay: ModuleType, monkeypatch: pytest.MonkeyPatch, slope: float, engine_drafts: bool,
+) -> None:
+    # A reply the drafter gets right everywhere and lookup cannot copy (no token repeats). On a gentle
+    # verification curve (slope 0.1) the engine's choice is the draft model; on a steep one (0.5, a best
+    # case of about 1.24x, under DRAFT_MODEL_MIN_BEST) it is lookup alone, which drafts nothing here.
+    curve = {"verify_ms": {n: 10.0 + slope * 10 * (n - 1) for n in range(1, 18)},
+             "draft_ms": {b: 2.0 * b for b in range(1, 65)}}
+    drafted = {}
+    for arm in ("adaptive", "adaptive/model", "adaptive/lookup"):
+        clock = replay.Clock()
+        monkeypatch.setattr(time, "perf_counter", clock)
+        pipe = replay.Pipeline(arm, curve, [1, 2, 4, 8, 16], 1000, {7}, clock)
+        r = _recorded(replay, 60, set(range(61)))
+        out, _seconds, drafted[arm], accepted = pipe.answer(r, 64)
+        monkeypatch.undo()
+        assert out == r.reply and accepted == drafted[arm]
+    assert (drafted["adaptive"] > 0) is engine_drafts
+    assert drafted["adaptive/model"] > 40 and drafted["adaptive/lookup"] == 0
+    with pytest.raises(SystemExit, match="must be one of"):
+        replay.Pipeline("adaptive/neither", curve, [1], 1000, {7}, replay.Clock())

@@ -27,8 +27,11 @@ after reply), as ``localchat bench --fresh`` runs them; with ``--saved``, from t
 Printed per prompt and category: each policy's speed over plain decoding on the curve, the best
 fixed length per prompt in hindsight, and adaptive / best fixed. ``--curve`` replays on another
 recording's curve (another thread count or machine): the text is this recording's, the costs that
-curve's. ``--bound`` adds the hindsight bound (``Hindsight``): the fastest any policy drafting with the
-draft model could have been, knowing where the drafter is right.
+curve's. An adaptive mode written ``adaptive/model`` or ``adaptive/lookup`` drafts with that drafter for
+every reply instead of the engine's choice (``DrafterChoice``); with both, ``adaptive/either`` is the
+faster of the two per reply, a choice made in hindsight. ``--bound`` adds the hindsight bound
+(``Hindsight``): the fastest any policy drafting with the draft model could have been, knowing where
+the drafter is right.
 
 A replay is a model of a run: the drafter's confidences after a wrong token are kept only while at
 least ``CHAIN_MIN`` (lower ones end every draft anyway) and pass times are the curve's medians. Its
@@ -319,6 +322,12 @@ class Recorded:
         return self.eog, 0.0
 
 
+# An adaptive arm's drafter after a '/': "" the engine's choice per reply (``DrafterChoice``), "model" the
+# draft model (with lookup, ``CombinedDrafter``) for every reply, "lookup" lookup alone for every reply.
+DRAFTERS = ("", "model", "lookup")
+EITHER = "adaptive/either"  # per reply the faster of adaptive/model and adaptive/lookup (chosen in hindsight)
+
+
 def _arms(fixed: Sequence[int], adaptive: Sequence[str]) -> list[str]:
     return ["off", *(f"auto:{n}" for n in fixed), *adaptive]
 
@@ -334,6 +343,9 @@ class Pipeline:
         from localchat.engine.draft_sources import CombinedDrafter, ModelDrafter, NgramDrafter
 
         self.arm, self.clock = arm, clock
+        arm, _, self.drafter = arm.partition("/")  # "adaptive/model", "adaptive/lookup": see DRAFTERS
+        if self.drafter not in DRAFTERS:
+            raise SystemExit(f"{self.arm}: the drafter after '/' must be one of {', '.join(DRAFTERS)}")
         mode, _, n = arm.partition(":")
         self.spec = bench_mode(mode, int(n) if n else 4).speculation
         self.verify = _cost(curve["verify_ms"])
@@ -385,7 +397,8 @@ class Pipeline:
             if spec.adaptive:
                 best = draft_model_best_case(self.cost, "draft", spec.adaptive_variant.learnt_curve)
                 source = "draft"
-                if self.choice.choose_lookup(best):
+                lookup = self.choice.choose_lookup(best) if self.drafter == "" else self.drafter == "lookup"
+                if lookup:
                     drafter, source = self.lookup, self.lookup.name
                 policy = AdaptivePolicy.for_variant(spec.adaptive_variant, self.cost, start=spec.draft_tokens,
                                                     source=source, confident=True)
@@ -515,6 +528,10 @@ def replay(args: argparse.Namespace) -> None:
     finally:
         time.perf_counter = real
     extra = []
+    if "adaptive/model" in speed and "adaptive/lookup" in speed:
+        adaptive = [*adaptive, EITHER]
+        lookup = speed["adaptive/lookup"]
+        speed[EITHER] = {pid: max(v, lookup[pid]) for pid, v in speed["adaptive/model"].items()}
     if args.bound:
         from localchat.settings.options import DRAFT_TOKENS_MAX
 
@@ -524,6 +541,11 @@ def replay(args: argparse.Namespace) -> None:
             h = Hindsight(r, data["max_tokens"], verify, draft, DRAFT_TOKENS_MAX)
             speed["hindsight"][r.id] = speed["off"][r.id] * h.gain
     report(speed, replies, curve, curve_src["curve"].get("label", ""), data, fixed, adaptive, extra)
+
+
+def _short(arm: str) -> str:
+    """A column's heading: 8 characters ("adaptive/lookup" as "ad/looku")."""
+    return arm if len(arm) <= 8 else arm.replace("adaptive", "ad")[:8]
 
 
 def _gmean(values: Sequence[float]) -> float:
@@ -549,8 +571,8 @@ def report(speed: dict[str, dict[str, float]], replies: Sequence[Recorded],
     def oracle(arm: str, pid: str) -> float:
         return speed[arm][pid] / max(speed[b][pid] for b in fixed_arms)
 
-    print(f"{'prompt':28s}" + "".join(f"{a:>9s}" for a in shown) + f"{'best':>9s}"
-          + "".join(f"{'/' + a[:8]:>10s}" for a in adaptive))
+    print(f"{'prompt':28s}" + "".join(f"{_short(a):>9s}" for a in shown) + f"{'best':>9s}"
+          + "".join(f"{'/' + _short(a):>10s}" for a in adaptive))
     by_cat: dict[str, list[str]] = defaultdict(list)
     for r in replies:
         by_cat[r.category].append(r.id)
@@ -558,8 +580,8 @@ def report(speed: dict[str, dict[str, float]], replies: Sequence[Recorded],
         print(f"{r.id[:28]:28s}" + "".join(f"{plain(a, r.id):9.3f}" for a in shown) + f"{best:>9s}"
               + "".join(f"{oracle(a, r.id):10.3f}" for a in adaptive))
     print()
-    print(f"{'category (geometric means)':28s}" + "".join(f"{a:>9s}" for a in shown)
-          + "".join(f"{'/' + a[:8]:>10s}" for a in adaptive))
+    print(f"{'category (geometric means)':28s}" + "".join(f"{_short(a):>9s}" for a in shown)
+          + "".join(f"{'/' + _short(a):>10s}" for a in adaptive))
     for cat, ids in [*sorted(by_cat.items()), ("all", [r.id for r in replies])]:
         print(f"{cat:28s}" + "".join(f"{_gmean([plain(a, i) for i in ids]):9.3f}" for a in shown)
               + "".join(f"{_gmean([oracle(a, i) for i in ids]):10.3f}" for a in adaptive))
@@ -580,7 +602,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("recording")
     p.add_argument("--curve", help="the cost curve of another recording")
     p.add_argument("--fixed", default="1,2,3,4,5,6,7,8")
-    p.add_argument("--adaptive", default="adaptive")
+    p.add_argument("--adaptive", default="adaptive",
+                   help="adaptive modes, each maybe with '/model' or '/lookup': that drafter for every reply "
+                        "instead of the engine's choice (with both: adaptive/either, the faster per reply)")
     p.add_argument("--only", help="categories to replay (comma-separated)")
     p.add_argument("--limit", type=int, default=0, help="the first N prompts per category (0: all)")
     p.add_argument("--saved", action="store_true",
