@@ -154,3 +154,25 @@ def test_an_adaptive_arm_can_name_its_drafter_for_every_reply(
     assert drafted["adaptive/model"] > 40 and drafted["adaptive/lookup"] == 0
     with pytest.raises(SystemExit, match="must be one of"):
         replay.Pipeline("adaptive/neither", curve, [1], 1000, {7}, replay.Clock())
+
+
+def test_the_positions_table_sets_the_rules_chance_beside_what_was_accepted(replay: ModuleType) -> None:
+    from types import SimpleNamespace
+
+    from localchat.engine.decision_trace import TokenDecision
+
+    def take(position: int, all_chance: float, kept: bool = True, floor: bool = False) -> TokenDecision:
+        return TokenDecision("take", position, 0.5, 0.5, all_chance, 0.01, 10.0, kept, floor)
+
+    look = TokenDecision("look", 0, 0.5, 0.5, 0.9, 0.01, 10.0, True)
+    steps = [
+        ("code", SimpleNamespace(accepted=2,
+                                 decisions=(take(0, 0.9), look, take(1, 0.8), take(2, 0.3, floor=True)))),
+        ("code", SimpleNamespace(accepted=0, decisions=(take(0, 0.7), take(1, 0.1, kept=False)))),
+        ("chat", SimpleNamespace(accepted=1, decisions=(take(0, 0.6),))),
+    ]
+    lines = replay.positions_table(steps, most=3)
+    assert lines[0].split() == ["category", "position", "1", "position", "2", "position", "3"]
+    assert lines[1].split() == ["chat", "0.60", "/", "1.00", "(1)", "-", "-"]
+    # The floor's token and the declined one are left out: only what the rule kept on its own counts.
+    assert lines[2].split() == ["code", "0.80", "/", "0.50", "(2)", "0.80", "/", "1.00", "(1)", "-"]

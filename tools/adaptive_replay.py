@@ -31,7 +31,8 @@ curve's. An adaptive mode written ``adaptive/model`` or ``adaptive/lookup`` draf
 every reply instead of the engine's choice (``DrafterChoice``); with both, ``adaptive/either`` is the
 faster of the two per reply, a choice made in hindsight. ``--bound`` adds the hindsight bound
 (``Hindsight``): the fastest any policy drafting with the draft model could have been, knowing where
-the drafter is right.
+the drafter is right. ``--positions`` adds, for each adaptive mode, the stop rule's predicted chance
+of acceptance by draft position against the share of those tokens accepted (``positions_table``).
 
 A replay is a model of a run: the drafter's confidences after a wrong token are kept only while at
 least ``CHAIN_MIN`` (lower ones end every draft anyway) and pass times are the curve's medians. Its
@@ -372,6 +373,7 @@ class Pipeline:
         self.ngram = NgramDrafter()
         self.lookup = NgramDrafter(min_ngram=CombinedDrafter.MIN_MATCH)
         self.combined = CombinedDrafter(self.md, self.ngram)
+        self.trace: Any = None  # a DecisionTrace the adaptive policies add their steps to (``--positions``)
 
     def answer(self, r: Recorded, max_tokens: int,
                steps: list[tuple[int, int]] | None = None) -> tuple[list[int], float, int, int]:
@@ -402,6 +404,7 @@ class Pipeline:
                     drafter, source = self.lookup, self.lookup.name
                 policy = AdaptivePolicy.for_variant(spec.adaptive_variant, self.cost, start=spec.draft_tokens,
                                                     source=source, confident=True)
+                policy.trace = self.trace
             else:
                 policy = FixedPolicy(spec.draft_tokens)
         rec = StatsRecorder()
@@ -507,6 +510,7 @@ def replay(args: argparse.Namespace) -> None:
     real = time.perf_counter
     time.perf_counter = clock
     speed: dict[str, dict[str, float]] = defaultdict(dict)
+    steps: dict[str, list[tuple[str, Any]]] = defaultdict(list)  # per adaptive arm: (category, StepRecord)
     try:
         for arm in arms:
             calibration = curve_src["curve"]["calibration"]
@@ -520,8 +524,15 @@ def replay(args: argparse.Namespace) -> None:
                 if first.cost.calibrated or profile.measured_enough(first.cost, "draft"):  # what is saved
                     saved = profile.measured_from(first.cost, "draft", first.md.decode_seconds)
             pipe = Pipeline(arm, curve, calibration, data["n_vocab"], eogs, clock, saved)
+            if args.positions and arm in adaptive:
+                from localchat.engine.decision_trace import DecisionTrace
+
+                pipe.trace = DecisionTrace()
             for r in replies:
+                start = len(pipe.trace.steps) if pipe.trace is not None else 0
                 toks, secs, _drafted, _accepted = pipe.answer(r, data["max_tokens"])
+                if pipe.trace is not None:
+                    steps[arm].extend((r.category, s) for s in pipe.trace.steps[start:])
                 if toks != r.reply[: len(toks)] or len(toks) < min(len(r.reply), data["max_tokens"]):
                     print(f"  {arm} {r.id}: the replay wrote another text", file=sys.stderr)
                 speed[arm][r.id] = len(toks) / secs if secs > 0 else math.nan
@@ -541,6 +552,34 @@ def replay(args: argparse.Namespace) -> None:
             h = Hindsight(r, data["max_tokens"], verify, draft, DRAFT_TOKENS_MAX)
             speed["hindsight"][r.id] = speed["off"][r.id] * h.gain
     report(speed, replies, curve, curve_src["curve"].get("label", ""), data, fixed, adaptive, extra)
+    for arm, kept in steps.items():
+        print()
+        print(f"{arm}: the stop rule's kept tokens by draft position (floor's left out): the chance it gave "
+              f"that every token up to there is accepted, against how often they were")
+        for line in positions_table(kept):
+            print(line)
+
+
+def positions_table(steps: Sequence[tuple[str, Any]], most: int = 4) -> list[str]:
+    """Per category and draft position (1-based, up to ``most``): the tokens the stop rule kept on its own
+    (not the floor's), the mean of the chance it gave that all tokens up to there are accepted, and the
+    share that were (a bias here moves every close decision)."""
+    seen: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0, 0.0, 0])
+    for category, step in steps:
+        for d in step.decisions:
+            if d.kind == "take" and d.kept and not d.floor and d.position < most:
+                row = seen[(category, d.position)]
+                row[0] += 1
+                row[1] += d.all_chance
+                row[2] += step.accepted > d.position
+    lines = [f"{'category':12s}" + "".join(f"{'position ' + str(k + 1):>24s}" for k in range(most))]
+    for category in sorted({c for c, _ in seen}):
+        cells = []
+        for k in range(most):
+            n, chance, hits = seen.get((category, k), (0, 0.0, 0))
+            cells.append(f"{chance / n:.2f} / {hits / n:.2f} ({int(n)})" if n else "-")
+        lines.append(f"{category:12s}" + "".join(f"{c:>24s}" for c in cells))
+    return lines
 
 
 def _short(arm: str) -> str:
@@ -609,6 +648,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--limit", type=int, default=0, help="the first N prompts per category (0: all)")
     p.add_argument("--saved", action="store_true",
                    help="start each mode from the profile that a first run over the prompts saved")
+    p.add_argument("--positions", action="store_true",
+                   help="also print, per category and draft position, the stop rule's predicted chance of "
+                        "acceptance against the share accepted (adaptive modes)")
     p.add_argument("--bound", action="store_true",
                    help="also print the hindsight bound: the fastest any policy drafting with this drafter "
                         "could have been (class Hindsight)")
