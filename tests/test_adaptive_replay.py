@@ -176,3 +176,33 @@ def test_the_positions_table_sets_the_rules_chance_beside_what_was_accepted(repl
     assert lines[1].split() == ["chat", "0.60", "/", "1.00", "(1)", "-", "-"]
     # The floor's token and the declined one are left out: only what the rule kept on its own counts.
     assert lines[2].split() == ["code", "0.80", "/", "0.50", "(2)", "0.80", "/", "1.00", "(1)", "-"]
+    # Given the earlier tokens: each token's own chance (0.5 here), and only drafts that reached it count.
+    short = ("code", SimpleNamespace(accepted=0, decisions=(take(0, 0.7), take(1, 0.6))))
+    lines = replay.positions_table([*steps, short], most=3, given_earlier=True)
+    assert lines[2].split() == ["code", "0.50", "/", "0.33", "(3)", "0.50", "/", "1.00", "(1)", "-"]
+
+
+def test_the_switch_study_leaves_lookup_for_the_draft_model_only_where_its_answers_pay(
+    replay: ModuleType, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A steep curve (lookup alone is the engine's choice there) on which a right drafter still pays.
+    curve = {"verify_ms": {n: 10.0 + 5.0 * (n - 1) for n in range(1, 18)},
+             "draft_ms": {b: 2.0 * b for b in range(1, 65)}}
+    clock = replay.Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    study = replay.Switch(replay.Pipeline("adaptive", curve, [1, 2, 4, 8, 16], 1000, {7}, clock), 16, 64, 1.3)
+    right = _recorded(replay, 90, set(range(91)))
+    toks, right_s, what = study.answer(right, 96, lookup_alone=True)
+    assert toks == right.reply and what.startswith("switched at ")
+    wrong = _recorded(replay, 90, set())
+    toks, wrong_s, what = study.answer(wrong, 96, lookup_alone=True)
+    assert toks == wrong.reply and what.startswith("stayed at ")
+    # The switched reply paid its catch-up and still beat writing every token plainly; the other, where
+    # lookup drafts nothing, is plain decoding.
+    plain = replay.Pipeline("off", curve, [1, 2, 4, 8, 16], 1000, {7}, clock).answer(wrong, 96)[1]
+    assert right_s < 0.9 * plain and wrong_s == pytest.approx(plain, rel=0.02)
+    assert study.answer(right, 96, lookup_alone=False)[2] == "model"
+    assert study.answer(right, 12, lookup_alone=True)[2] == "lookup"  # too short a reply to look at
+    rest = right.after(16)
+    assert rest.prompt == [*right.prompt, *right.reply[:16]] and rest.reply == right.reply[16:]
+    assert rest.greedy == right.greedy[16:] and len(rest.conf) == len(rest.greedy)

@@ -33,6 +33,9 @@ faster of the two per reply, a choice made in hindsight. ``--bound`` adds the hi
 (``Hindsight``): the fastest any policy drafting with the draft model could have been, knowing where
 the drafter is right. ``--positions`` adds, for each adaptive mode, the stop rule's predicted chance
 of acceptance by draft position against the share of those tokens accepted (``positions_table``).
+``--switch N,H,M`` adds ``adaptive/switch``, a study of a rule the engine does not have (``Switch``):
+where the engine chose lookup alone for a reply, the draft model takes over after N tokens if the
+drafter's answers over them show drafting paying by M and H tokens of that gain pay its catch-up.
 
 A replay is a model of a run: the drafter's confidences after a wrong token are kept only while at
 least ``CHAIN_MIN`` (lower ones end every draft anyway) and pass times are the curve's medians. Its
@@ -43,6 +46,7 @@ run (``tools/adaptive_matrix.py``).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -299,6 +303,14 @@ class Recorded:
         self.target_conf: list[float] = rec.get("target_conf") or [1.0] * len(self.greedy)
         self.chains = {int(k): v for k, v in rec["chains"].items()}
 
+    def after(self, n: int) -> Recorded:
+        """The same reply from its ``n``-th token on, the tokens before it now part of the prompt."""
+        rest = copy.copy(self)
+        rest.prompt, rest.reply = [*self.prompt, *self.reply[:n]], self.reply[n:]
+        rest.greedy, rest.conf, rest.target_conf = self.greedy[n:], self.conf[n:], self.target_conf[n:]
+        rest.chains = {k - n: v for k, v in self.chains.items() if k >= n}
+        return rest
+
     def target(self, tokens: Sequence[int]) -> tuple[int, float]:
         j = len(tokens) - len(self.prompt)
         if common_prefix(tokens, self.full) == len(tokens) and 0 <= j < len(self.full) - len(self.prompt):
@@ -421,6 +433,61 @@ class Pipeline:
         return out, rec.generation_seconds, rec.drafted, rec.accepted
 
 
+SWITCH = "adaptive/switch"
+
+
+class Switch:
+    """A study, not the engine's rule: adaptive speculation that may leave lookup alone for the draft model
+    within a reply. Where the engine chose lookup alone for a reply (``DrafterChoice``), the first ``n``
+    tokens are written so; then the drafter's answers at those positions (what a catch-up batch with a row
+    per token would say, ``AdaptivePolicy.observe_look_back``) price drafting as the look back after a
+    pause does: the better of the proven fixed length and drafting the confident tokens. Where that gain
+    reaches ``margin`` and ``horizon`` tokens of it save more than the drafter's catch-up on the prompt
+    and those tokens costs, the draft model drafts the rest (a policy of its own, as a new reply's),
+    after a catch-up batch charged to the reply; otherwise lookup alone goes on."""
+
+    def __init__(self, pipe: Pipeline, n: int, horizon: int, margin: float) -> None:
+        self.pipe, self.n, self.horizon, self.margin = pipe, n, horizon, margin
+        self.verify, self.draft = pipe.verify, pipe.draft_cost
+
+    def gain(self, looked: Sequence[tuple[float, bool]]) -> float:
+        from localchat.engine.adaptive import AdaptivePolicy
+
+        policy = AdaptivePolicy(self.pipe.cost, source="draft", confident=True)
+        run = 0
+        runs: list[tuple[int, int]] = []
+        for i in range(len(looked) - 1, -1, -1):  # as observe_look_back counts them
+            run = run + 1 if looked[i][1] else 0
+            runs.append((run, int(i + run < len(looked))))
+        policy._runs.extend(reversed(runs))
+        return max(policy._proven_gain(), policy._looked_gain(looked))
+
+    def answer(self, r: Recorded, max_tokens: int, lookup_alone: bool) -> tuple[list[int], float, str]:
+        """(tokens, generation seconds, what happened: "model", "lookup", or "switched at G" / "stayed
+        at G" with the priced gain G)."""
+        pipe = self.pipe
+        if not lookup_alone:
+            pipe.drafter = "model"
+            toks, secs, _, _ = pipe.answer(r, max_tokens)
+            return toks, secs, "model"
+        pipe.drafter = "lookup"
+        if max_tokens <= self.n or len(r.reply) <= self.n:
+            toks, secs, _, _ = pipe.answer(r, max_tokens)
+            return toks, secs, "lookup"
+        head, head_s, _, _ = pipe.answer(r, self.n)
+        n = len(head)
+        looked = [(r.conf[j], r.greedy[j] == r.reply[j]) for j in range(n)]
+        gain = self.gain(looked)
+        catch_up = self.draft(len(r.prompt) + n)
+        saved = min(self.horizon, max_tokens - n) * self.verify(1) * (1.0 - 1.0 / gain)
+        if gain < self.margin or saved <= catch_up:
+            toks, secs, _, _ = pipe.answer(r, max_tokens)
+            return toks, secs, f"stayed at {gain:.2f}"
+        pipe.drafter = "model"
+        rest, rest_s, _, _ = pipe.answer(r.after(n), max_tokens - n)
+        return [*head, *rest], head_s + catch_up + rest_s, f"switched at {gain:.2f}"
+
+
 class Hindsight:
     """The fastest any policy drafting with this drafter could have written one recorded reply: a
     policy that knows where the drafter is right (an upper bound on what speculation can earn there).
@@ -511,6 +578,12 @@ def replay(args: argparse.Namespace) -> None:
     time.perf_counter = clock
     speed: dict[str, dict[str, float]] = defaultdict(dict)
     steps: dict[str, list[tuple[str, Any]]] = defaultdict(list)  # per adaptive arm: (category, StepRecord)
+    chose_lookup: dict[str, bool] = {}  # per reply: the engine's choice of lookup alone ("adaptive")
+    switched: dict[str, str] = {}
+    adaptive_saved: Any = None  # the profile the adaptive mode started from (``--saved``)
+    switch = [float(x) for x in args.switch.split(",")] if args.switch else None
+    if switch is not None and (len(switch) != 3 or "adaptive" not in adaptive):
+        raise SystemExit("--switch takes N,H,MARGIN (e.g. 24,64,1.3) and needs the adaptive mode 'adaptive'")
     try:
         for arm in arms:
             calibration = curve_src["curve"]["calibration"]
@@ -524,6 +597,8 @@ def replay(args: argparse.Namespace) -> None:
                 if first.cost.calibrated or profile.measured_enough(first.cost, "draft"):  # what is saved
                     saved = profile.measured_from(first.cost, "draft", first.md.decode_seconds)
             pipe = Pipeline(arm, curve, calibration, data["n_vocab"], eogs, clock, saved)
+            if arm == "adaptive":
+                adaptive_saved = saved
             if args.positions and arm in adaptive:
                 from localchat.engine.decision_trace import DecisionTrace
 
@@ -531,11 +606,21 @@ def replay(args: argparse.Namespace) -> None:
             for r in replies:
                 start = len(pipe.trace.steps) if pipe.trace is not None else 0
                 toks, secs, _drafted, _accepted = pipe.answer(r, data["max_tokens"])
+                if arm == "adaptive":
+                    chose_lookup[r.id] = pipe.choice.lookup_alone
                 if pipe.trace is not None:
                     steps[arm].extend((r.category, s) for s in pipe.trace.steps[start:])
                 if toks != r.reply[: len(toks)] or len(toks) < min(len(r.reply), data["max_tokens"]):
                     print(f"  {arm} {r.id}: the replay wrote another text", file=sys.stderr)
                 speed[arm][r.id] = len(toks) / secs if secs > 0 else math.nan
+        if switch is not None:
+            base = Pipeline("adaptive", curve, curve_src["curve"]["calibration"], data["n_vocab"], eogs,
+                            clock, adaptive_saved)  # as the adaptive mode started: fresh or saved
+            study = Switch(base, int(switch[0]), int(switch[1]), switch[2])
+            for r in replies:
+                toks, secs, switched[r.id] = study.answer(r, data["max_tokens"], chose_lookup[r.id])
+                speed[SWITCH][r.id] = len(toks) / secs if secs > 0 else math.nan
+            adaptive = [*adaptive, SWITCH]
     finally:
         time.perf_counter = real
     extra = []
@@ -552,25 +637,39 @@ def replay(args: argparse.Namespace) -> None:
             h = Hindsight(r, data["max_tokens"], verify, draft, DRAFT_TOKENS_MAX)
             speed["hindsight"][r.id] = speed["off"][r.id] * h.gain
     report(speed, replies, curve, curve_src["curve"].get("label", ""), data, fixed, adaptive, extra)
+    if switched:
+        print()
+        print(f"{SWITCH}: " + ", ".join(f"{pid} {what}" for pid, what in switched.items()))
     for arm, kept in steps.items():
         print()
         print(f"{arm}: the stop rule's kept tokens by draft position (floor's left out): the chance it gave "
               f"that every token up to there is accepted, against how often they were")
         for line in positions_table(kept):
             print(line)
+        print(f"{arm}: the same tokens, each one's own chance against how often it was accepted when every "
+              f"token before it was")
+        for line in positions_table(kept, given_earlier=True):
+            print(line)
 
 
-def positions_table(steps: Sequence[tuple[str, Any]], most: int = 4) -> list[str]:
+def positions_table(steps: Sequence[tuple[str, Any]], most: int = 4,
+                    given_earlier: bool = False) -> list[str]:
     """Per category and draft position (1-based, up to ``most``): the tokens the stop rule kept on its own
     (not the floor's), the mean of the chance it gave that all tokens up to there are accepted, and the
-    share that were (a bias here moves every close decision)."""
+    share that were (a bias here moves every close decision).
+
+    ``given_earlier``: each token's own calibrated chance against the share accepted among those whose
+    earlier tokens were all accepted, which tells a token priced too likely for its confidence at that
+    position from a draft whose earlier tokens were."""
     seen: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0, 0.0, 0])
     for category, step in steps:
         for d in step.decisions:
             if d.kind == "take" and d.kept and not d.floor and d.position < most:
+                if given_earlier and step.accepted < d.position:
+                    continue  # an earlier token was declined: this one was never judged
                 row = seen[(category, d.position)]
                 row[0] += 1
-                row[1] += d.all_chance
+                row[1] += d.chance if given_earlier else d.all_chance
                 row[2] += step.accepted > d.position
     lines = [f"{'category':12s}" + "".join(f"{'position ' + str(k + 1):>24s}" for k in range(most))]
     for category in sorted({c for c, _ in seen}):
@@ -651,6 +750,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--positions", action="store_true",
                    help="also print, per category and draft position, the stop rule's predicted chance of "
                         "acceptance against the share accepted (adaptive modes)")
+    p.add_argument("--switch", metavar="N,H,MARGIN",
+                   help="also replay adaptive/switch (class Switch), a rule the engine does not have: where "
+                        "the engine chose lookup alone, the draft model after N tokens if they show drafting "
+                        "paying by MARGIN and H tokens of that gain pay the catch-up")
     p.add_argument("--bound", action="store_true",
                    help="also print the hindsight bound: the fastest any policy drafting with this drafter "
                         "could have been (class Hindsight)")

@@ -54,7 +54,7 @@ class Recorder:
         return FirstN(self.length)
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-                confidence: Sequence[float] = ()) -> None:
+                confidence: Sequence[float] = (), catch_up_s: float = 0.0, passes: int | None = None) -> None:
         if drafted and confidence:
             self.steps.append((list(confidence), accepted))
 

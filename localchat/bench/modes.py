@@ -46,6 +46,8 @@ ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive-calibratedonly": {"learnt_curve": False},
     # Every pause ends with a probe, without looking back first, as before.
     "adaptive-probeonly": {"look_back": False},
+    # The tokens after a draft's first priced with a calibration offset of their own.
+    "adaptive-later": {"later": True},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

@@ -151,11 +151,12 @@ class DraftPolicy(Protocol):
 
     def observe(
         self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-        confidence: Sequence[float] = (), catch_up_s: float = 0.0,
+        confidence: Sequence[float] = (), catch_up_s: float = 0.0, passes: int | None = None,
     ) -> None:
         """Feed back one verification pass (``source`` is empty for a plain step). ``draft_s`` is the
         drafting itself; ``catch_up_s`` the batch that first caught the drafter up on tokens it sat
-        out (skipped looks, a pause), which speculation paid for too."""
+        out (skipped looks, a pause), which speculation paid for too; ``passes`` the drafter's
+        single-token passes in ``draft_s`` (None: not known, one per drafted token)."""
         ...
 
     def stop_rule(self) -> StopRule | None:
@@ -210,7 +211,7 @@ class FixedPolicy:
 
     def observe(
         self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-        confidence: Sequence[float] = (), catch_up_s: float = 0.0,
+        confidence: Sequence[float] = (), catch_up_s: float = 0.0, passes: int | None = None,
     ) -> None:
         pass
 
@@ -296,6 +297,8 @@ class AdaptivePolicy:
     look_back: bool = True
     look_rows: int = 16
     look_back_margin: float = 1.1
+    # The tokens after a draft's first priced with an offset of their own (``ConversationCalibration``).
+    later: bool = False
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
     trace: DecisionTrace | None = None
 
@@ -364,10 +367,10 @@ class AdaptivePolicy:
         before = variant.previous
         return cls(cost, floor=variant.floor, probe=not before, charge_catch_up=not before,
                    listen=variant.listen, sticky_skip=variant.sticky_skip, early_pause=variant.early,
-                   look_back=variant.look_back and not before, **kwargs)
+                   look_back=variant.look_back and not before, later=variant.later, **kwargs)
 
     def __post_init__(self) -> None:
-        self._calibration = ConversationCalibration(self.cost.calibration_for(self.source))
+        self._calibration = ConversationCalibration(self.cost.calibration_for(self.source), later=self.later)
         self._runs = deque(maxlen=self.floor_steps)
         self._heard = deque(maxlen=self.listen_tokens)
         self._n = max(1, min(self.start, self.max_len))
@@ -515,7 +518,7 @@ class AdaptivePolicy:
 
     def observe(
         self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-        confidence: Sequence[float] = (), catch_up_s: float = 0.0,
+        confidence: Sequence[float] = (), catch_up_s: float = 0.0, passes: int | None = None,
     ) -> None:
         self._steps += 1
         if self.trace is not None:
@@ -536,7 +539,7 @@ class AdaptivePolicy:
         if source and not any(d.floor for d in self._decisions):
             self._rule_alone.append((accepted + 1, seconds))
         probing = self._state == "probe" and source == self.source
-        self._observe(drafted, accepted, draft_s, verify_s, source, confidence, seconds)
+        self._observe(drafted, accepted, draft_s, verify_s, source, confidence, seconds, passes, catch_up_s)
         if probing:
             self._probe_left -= 1
             if self._probe_left == 0:
@@ -554,7 +557,7 @@ class AdaptivePolicy:
 
     def _observe(
         self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-        confidence: Sequence[float], seconds: float,
+        confidence: Sequence[float], seconds: float, passes: int | None = None, catch_up_s: float = 0.0,
     ) -> None:
         self.cost.observe_verify(drafted + 1, verify_s)
         if not source:  # a plain step: the drafter was not asked
@@ -571,7 +574,7 @@ class AdaptivePolicy:
         self._spec_steps += 1
         if drafted > 0:
             if confidence and source == self.source:
-                self.cost.observe_draft(source, drafted, draft_s)
+                self._observe_passes(source, drafted, draft_s, passes, catch_up_s)
                 self.cost.calibration_for(source).observe(confidence, accepted)
                 self._calibration.observe(confidence, accepted)
             if not self.confident and source == self.source:
@@ -583,6 +586,22 @@ class AdaptivePolicy:
         if self.confident and source == self.source:
             self._judge_look(accepted, seconds)
         self._update(accepted + 1, seconds)
+
+    def _observe_passes(self, source: str, drafted: int, draft_s: float, passes: int | None,
+                        catch_up_s: float) -> None:
+        """Time the drafter's passes: ``draft_token_s`` is what one drafted token costs, a single-token
+        pass each, the first included (the pass that reads the target's last token). A draft whose
+        first token came out of a catch-up batch (after a draft accepted whole the drafter is two
+        tokens behind, and reads them in one batch, timed apart as a catch-up) made one pass fewer than
+        it has tokens; counted per token, a one-token draft so timed its drafter as free, and on a
+        curve where most drafts are that short the looks were priced at a fraction of their cost (the
+        drafter's best case, the first token's price, the floor's proof). So the seconds are divided
+        by the passes; a draft that made none with its token from a catch-up times nothing. Lookup
+        makes no passes and no catch-up: its drafts are free, and timed so, per token."""
+        if passes is not None and passes > 0:
+            self.cost.observe_draft(source, passes, draft_s)
+        elif passes is None or catch_up_s <= 0.0:
+            self.cost.observe_draft(source, drafted, draft_s)
 
     def observe_declined(self, source: str, confidence: float, hit: float) -> None:
         if self.confident and source == self.source:

@@ -50,6 +50,11 @@ class Calibration:
         start = self.prior.q(conf) if self.prior is not None else conf
         return (self._hits[b] + self.prior_weight * start) / (self._seen[b] + self.prior_weight)
 
+    def q_at(self, conf: float, position: int) -> float:
+        """The chance for a token drafted at ``position`` (0-based) of a draft whose earlier tokens were
+        accepted: the same at every position here (``ConversationCalibration`` may learn otherwise)."""
+        return self.q(conf)
+
     def seen(self, conf: float) -> float:
         """Tokens of ``conf``'s bin that verification has judged (older ones faded)."""
         return self._seen[self._bin(conf)]
@@ -142,11 +147,32 @@ class Shifted:
 
 class ConversationCalibration(Calibration):
     """A conversation's calibration: per bin its own evidence, starting from the pair's
-    calibration shifted by what the conversation showed so far (``Shifted``)."""
+    calibration shifted by what the conversation showed so far (``Shifted``).
 
-    def __init__(self, pair: Calibration, prior_weight: float = 8.0, max_count: float = 64.0) -> None:
+    ``later``: the tokens after a draft's first are priced with an offset of their own (``Shifted``
+    over this calibration), learned from the verdicts on such tokens alone. The stop rule keeps a
+    later token only where every chance before it is high, so the bins' errors that it keeps are
+    mostly upward ones (a winner's curse), and on some text the drafter's later tokens are accepted
+    less often than its first at the same confidence: the bins, learned mostly from first tokens,
+    price the later ones too likely, and each step drafts a token or two more than pays."""
+
+    def __init__(self, pair: Calibration, prior_weight: float = 8.0, max_count: float = 64.0,
+                 later: bool = False) -> None:
         self.shift = Shifted(pair)
         super().__init__(prior_weight=prior_weight, max_count=max_count, prior=self.shift)
+        self.later = Shifted(self) if later else None
+
+    def q_at(self, conf: float, position: int) -> float:
+        if position == 0 or self.later is None:
+            return self.q(conf)
+        return self.later.q(conf)
+
+    def observe(self, confidence: Sequence[float], accepted: int) -> None:
+        for i, conf in enumerate(confidence[: accepted + 1]):
+            hit = 1.0 if i < accepted else 0.0
+            if i > 0 and self.later is not None:
+                self.later.learn(conf, hit)  # priced as it was, before this verdict moves the bins
+            self.observe_one(conf, hit)
 
     def observe_one(self, conf: float, hit: float) -> None:
         self.shift.learn(conf, hit)

@@ -371,7 +371,7 @@ class DecodeLoop:
             # time would teach the policy a wrong cost for that length, so it is not a measurement.
             if len(pending) == 1 and not forced:
                 self.policy.observe(len(draft.tokens), accepted, step_draft_s, verify_s, draft.source,
-                                    draft.confidence, draft.catch_up_seconds)
+                                    draft.confidence, draft.catch_up_seconds, draft.passes)
                 self._report_target(draft, accepted)
             if isinstance(self.drafter, MixingSource) and draft.tokens:
                 self.drafter.observe(draft.source, len(draft.tokens), accepted)

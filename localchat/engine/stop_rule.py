@@ -72,15 +72,15 @@ class CostStopRule:
         self.floor_p_min = floor_p_min
         self.log = log  # the decisions, for a DecisionTrace (None: not kept)
         self._p = 1.0  # chance that every token kept so far is accepted
-        self._q = 1.0  # the last kept token's chance: the guess for the next one
+        self._q = 1.0  # the guess for the next token's chance (the last kept one's, at the next position)
         self._conf = 1.0
 
     def take(self, position: int, confidence: float) -> bool:
-        q = self.calibration.q(confidence)
+        q = self.calibration.q_at(confidence, position)
         p = self._p * q
         cost = self.cost.extra_verify(position + 1)
         pays = p >= self.value * cost
-        kept = pays or (position == 0 and self._worth_starting(q))
+        kept = pays or (position == 0 and self._worth_starting(q, self.calibration.q_at(confidence, 1)))
         floored = (not kept and position < self.floor
                    and (position == 0 or confidence >= self.floor_p_min))
         if self.log is not None:
@@ -88,12 +88,14 @@ class CostStopRule:
                                           kept or floored, floored))
         if not (kept or floored):
             return False
-        self._p, self._q, self._conf = p, q, confidence
+        # The guess for the next token: as likely as this one, priced at the next position.
+        self._p, self._q, self._conf = p, self.calibration.q_at(confidence, position + 1), confidence
         return True
 
-    def _worth_starting(self, q: float) -> bool:
+    def _worth_starting(self, q: float, q_later: float) -> bool:
         """Whether a draft that starts with a token of chance ``q`` pays, if the tokens after it were
-        as likely (the guess ``look_further`` makes too), priced as a whole.
+        as likely (the guess ``look_further`` makes too: ``q_later``, the same confidence priced at a
+        later position), priced as a whole.
 
         Weighed alone, the first token must pay for the jump from a one-token pass to a two-token
         one, which on a CPU can cost as much as several tokens further on: once time is priced at
@@ -105,7 +107,7 @@ class CostStopRule:
             return False
         expected, p = 0.0, 1.0
         for k in range(1, DRAFT_TOKENS_MAX + 1):
-            p *= q
+            p *= q if k == 1 else q_later
             expected += p
             tv = self.cost.t_verify(k + 1)
             if tv is None:
@@ -116,10 +118,11 @@ class CostStopRule:
 
     def look_further(self, position: int, decode_seconds: float) -> bool:
         cost = decode_seconds + self.cost.extra_verify(position + 2)
-        pays = self._p * self._q >= self.value * cost
+        guess = self._q
+        pays = self._p * guess >= self.value * cost
         floored = not pays and position + 1 < self.floor
         if self.log is not None:
-            self.log.append(TokenDecision("look", position, self._conf, self._q, self._p * self._q, cost,
+            self.log.append(TokenDecision("look", position, self._conf, guess, self._p * guess, cost,
                                           self.value, pays or floored, floored))
         return pays or floored
 
@@ -137,7 +140,7 @@ class CostStopRule:
             return 0
         best_k, best_gain, expected, p = 0, 0.0, 0.0, 1.0
         for k, conf in enumerate(confidences[:DRAFT_TOKENS_MAX], start=1):
-            p *= self.calibration.q(conf)
+            p *= self.calibration.q_at(conf, k - 1)
             expected += p
             tv = self.cost.t_verify(k + 1)
             if tv is None:

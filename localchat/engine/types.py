@@ -166,6 +166,9 @@ class AdaptiveVariant:
     # tokens, and probes only where that pays (``AdaptivePolicy.look_back``); False: it always ends
     # with a probe, as before (``adaptive-probeonly``).
     look_back: bool = True
+    # The tokens after a draft's first are priced with a calibration offset of their own, learned from
+    # their verdicts (``ConversationCalibration.later``; ``adaptive-later``).
+    later: bool = False
 
     def __post_init__(self) -> None:
         if self.early not in get_args(EarlyPause):

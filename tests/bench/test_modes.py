@@ -35,6 +35,7 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     ("adaptive-earlynever", {"early": "never"}),
     ("adaptive-earlycost", {"early": "cost"}),  # skipped looks to the warm-up's end
     ("adaptive-calibratedonly", {"learnt_curve": False}),  # lookup alone only on a calibrated curve
+    ("adaptive-later", {"later": True}),  # later draft positions priced by an offset of their own
 ])
 def test_an_adaptive_variant_is_adaptive_with_one_setting_of_its_version_changed(
     mode: str, fields: dict[str, object]

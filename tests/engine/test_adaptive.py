@@ -916,3 +916,20 @@ def test_the_draft_model_comes_back_from_lookup_only_clearly_over_the_line() -> 
     assert not choice.choose_lookup(back + 0.01)
     assert not choice.choose_lookup(line + 0.05)  # the draft model stays down to the line
     assert choice.choose_lookup(line - 0.05)
+
+
+def test_the_drafter_is_timed_per_pass_not_per_token() -> None:
+    """A draft whose first token came out of a catch-up batch (after a draft accepted whole) made one
+    pass fewer than it has tokens: timed per token, a one-token draft so made timed the drafter as free,
+    and the looks were priced at a fraction of their cost. Lookup, which makes no pass, stays free."""
+    cost = CostModel()
+    policy = AdaptivePolicy(cost, source="draft")
+    policy.observe(1, 1, 0.020, 0.1, "draft", [0.9], passes=1)  # the usual step: a pass per token
+    assert cost.draft_token_s["draft"] == pytest.approx(0.020)
+    policy.observe(1, 1, 0.0002, 0.1, "draft", [0.9], catch_up_s=0.03, passes=0)  # the token from a catch-up
+    assert cost.draft_token_s["draft"] == pytest.approx(0.020)
+    policy.observe(4, 4, 0.060, 0.1, "draft", [0.9] * 4, catch_up_s=0.03, passes=3)  # 3 passes, 20 ms each
+    assert cost.draft_token_s["draft"] == pytest.approx(0.020)
+    lookup = AdaptivePolicy(cost, source="lookup")
+    lookup.observe(4, 4, 0.0001, 0.1, "lookup", [0.9] * 4, passes=0)
+    assert cost.draft_token_s["lookup"] == pytest.approx(0.000025)

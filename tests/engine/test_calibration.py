@@ -49,3 +49,27 @@ def test_a_conversation_shifts_the_pairs_calibration_from_every_verdict() -> Non
         c = rng.uniform(0.4, 0.8)
         code.observe_one(c, 1.0 if rng.random() < 0.5 else 0.0)
     assert abs(code.shift.offset) < 0.6
+
+
+def test_later_draft_positions_learn_an_offset_of_their_own() -> None:
+    """A drafter whose first token is accepted as its confidence says, and whose later tokens at the same
+    confidence only half as often: the later ones are priced lower than the first;
+    without ``later`` every position is priced alike."""
+    pair = Calibration()
+    rng = random.Random(7)
+    cal = ConversationCalibration(pair, later=True)
+    alike = ConversationCalibration(pair)
+    for _ in range(60):
+        confidence = [0.85, 0.85, 0.85]
+        accepted = 0
+        for i, c in enumerate(confidence):  # the first at 0.85, the later ones at 0.45
+            if rng.random() < (c if i == 0 else 0.45):
+                accepted += 1
+            else:
+                break
+        cal.observe(confidence, accepted)
+        alike.observe(confidence, accepted)
+    assert cal.later is not None and cal.later.offset < -0.3
+    assert cal.q_at(0.85, 0) == pytest.approx(cal.q(0.85))
+    assert cal.q_at(0.85, 2) < cal.q_at(0.85, 0) - 0.08
+    assert alike.q_at(0.85, 2) == alike.q(0.85) and alike.later is None

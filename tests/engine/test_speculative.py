@@ -601,7 +601,7 @@ class DecliningPolicy:
         return 8
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
-                confidence: Sequence[float] = (), catch_up_s: float = 0.0) -> None:
+                confidence: Sequence[float] = (), catch_up_s: float = 0.0, passes: int | None = None) -> None:
         self.steps.append((drafted, accepted, source))
 
     def stop_rule(self) -> DeclineAt:

@@ -75,3 +75,29 @@ def test_the_plan_follows_what_verification_accepted() -> None:
     for _ in range(20):
         cal.observe([0.9] * 16, 1)  # the first token accepted, the second rejected, every time
     assert rule.plan([0.9] * 16) == 0
+
+
+def test_later_positions_are_priced_by_their_own_offset_when_a_conversation_learns_one() -> None:
+    """``adaptive-later``: a conversation whose later draft tokens were accepted far less often than their
+    first prices them lower, so the same confident tokens draft a shorter run; its first token is priced
+    as before."""
+    from localchat.engine.calibration import ConversationCalibration
+
+    curve = {1: 60.0, 2: 70.0, 4: 72.0, 8: 76.0, 16: 400.0}
+    cost = calibrated(curve, drafter_ms=5.0)
+
+    def run(cal: Calibration) -> int:
+        rule = CostStopRule(cost, cal, value=1 / (curve[1] / 1000))
+        n = 0
+        while n < 16 and rule.take(n, 0.9) and rule.look_further(n, 0.005):
+            n += 1
+        return n
+
+    alike = ConversationCalibration(cost.calibration_for("draft"))
+    later = ConversationCalibration(cost.calibration_for("draft"), later=True)
+    for cal in (alike, later):
+        for _ in range(40):  # the first token accepted, the second rejected
+            cal.observe([0.9, 0.9], 1)
+    assert abs(later.q_at(0.9, 0) - alike.q_at(0.9, 0)) < 1e-3
+    assert later.q_at(0.9, 1) < alike.q_at(0.9, 1) - 0.1
+    assert run(later) < run(alike)
