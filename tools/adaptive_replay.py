@@ -451,15 +451,10 @@ class Switch:
         self.verify, self.draft = pipe.verify, pipe.draft_cost
 
     def gain(self, looked: Sequence[tuple[float, bool]]) -> float:
-        from localchat.engine.adaptive import AdaptivePolicy
+        from localchat.engine.adaptive import AdaptivePolicy, look_back_runs
 
         policy = AdaptivePolicy(self.pipe.cost, source="draft", confident=True)
-        run = 0
-        runs: list[tuple[int, int]] = []
-        for i in range(len(looked) - 1, -1, -1):  # as observe_look_back counts them
-            run = run + 1 if looked[i][1] else 0
-            runs.append((run, int(i + run < len(looked))))
-        policy._runs.extend(reversed(runs))
+        policy._runs.extend(look_back_runs(looked))  # as observe_look_back counts them
         return max(policy._proven_gain(), policy._looked_gain(looked))
 
     def answer(self, r: Recorded, max_tokens: int, lookup_alone: bool) -> tuple[list[int], float, str]:
@@ -604,12 +599,12 @@ def replay(args: argparse.Namespace) -> None:
 
                 pipe.trace = DecisionTrace()
             for r in replies:
-                start = len(pipe.trace.steps) if pipe.trace is not None else 0
                 toks, secs, _drafted, _accepted = pipe.answer(r, data["max_tokens"])
                 if arm == "adaptive":
                     chose_lookup[r.id] = pipe.choice.lookup_alone
                 if pipe.trace is not None:
-                    steps[arm].extend((r.category, s) for s in pipe.trace.steps[start:])
+                    steps[arm].extend((r.category, s) for s in pipe.trace.steps)
+                    pipe.trace.clear()
                 if toks != r.reply[: len(toks)] or len(toks) < min(len(r.reply), data["max_tokens"]):
                     print(f"  {arm} {r.id}: the replay wrote another text", file=sys.stderr)
                 speed[arm][r.id] = len(toks) / secs if secs > 0 else math.nan

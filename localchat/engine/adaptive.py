@@ -144,6 +144,18 @@ def proven_length(acceptance: float, t_verify: Callable[[int], float | None], lo
     return best, best_gain
 
 
+def look_back_runs(looked: Sequence[tuple[float, bool]]) -> list[tuple[int, int]]:
+    """The floor's verdicts from a look back (``AdaptivePolicy.observe_look_back``): for each position, a
+    draft that could have started there, as (tokens accepted in a row, 1 if a wrong token ended the run,
+    0 if the end of the look cut it off)."""
+    runs: list[tuple[int, int]] = []
+    run = 0
+    for i in range(len(looked) - 1, -1, -1):  # backwards: the run from each position
+        run = run + 1 if looked[i][1] else 0
+        runs.append((run, int(i + run < len(looked))))
+    return runs[::-1]
+
+
 class DraftPolicy(Protocol):
     def draft_length(self) -> int:
         """Most tokens to draft for the next step; 0 means a plain decoding step."""
@@ -663,12 +675,7 @@ class AdaptivePolicy:
         if len(looked) < self.floor_min_steps:
             self._probe_left = self.probe_steps
             return
-        runs: list[tuple[int, int]] = []
-        run = 0
-        for i in range(len(looked) - 1, -1, -1):  # backwards: the run from each position
-            run = run + 1 if looked[i][1] else 0
-            runs.append((run, int(i + run < len(looked))))
-        self._runs.extend(reversed(runs))
+        self._runs.extend(look_back_runs(looked))
         for confidence, hit in looked:
             self._calibration.observe_one(confidence, 1.0 if hit else 0.0)
         gain = max(self._proven_gain(), self._looked_gain(looked))

@@ -77,10 +77,12 @@ class CostStopRule:
 
     def take(self, position: int, confidence: float) -> bool:
         q = self.calibration.q_at(confidence, position)
+        # The guess for the next token: as likely as this one, priced at the next position.
+        q_next = self.calibration.q_at(confidence, position + 1)
         p = self._p * q
         cost = self.cost.extra_verify(position + 1)
         pays = p >= self.value * cost
-        kept = pays or (position == 0 and self._worth_starting(q, self.calibration.q_at(confidence, 1)))
+        kept = pays or (position == 0 and self._worth_starting(q, q_next))
         floored = (not kept and position < self.floor
                    and (position == 0 or confidence >= self.floor_p_min))
         if self.log is not None:
@@ -88,8 +90,7 @@ class CostStopRule:
                                           kept or floored, floored))
         if not (kept or floored):
             return False
-        # The guess for the next token: as likely as this one, priced at the next position.
-        self._p, self._q, self._conf = p, self.calibration.q_at(confidence, position + 1), confidence
+        self._p, self._q, self._conf = p, q_next, confidence
         return True
 
     def _worth_starting(self, q: float, q_later: float) -> bool:
@@ -118,11 +119,10 @@ class CostStopRule:
 
     def look_further(self, position: int, decode_seconds: float) -> bool:
         cost = decode_seconds + self.cost.extra_verify(position + 2)
-        guess = self._q
-        pays = self._p * guess >= self.value * cost
+        pays = self._p * self._q >= self.value * cost
         floored = not pays and position + 1 < self.floor
         if self.log is not None:
-            self.log.append(TokenDecision("look", position, self._conf, guess, self._p * guess, cost,
+            self.log.append(TokenDecision("look", position, self._conf, self._q, self._p * self._q, cost,
                                           self.value, pays or floored, floored))
         return pays or floored
 
