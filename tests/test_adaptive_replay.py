@@ -132,17 +132,21 @@ def test_the_hindsight_bound_drafts_only_where_the_drafter_is_right_and_pays_its
     assert always.path == [(1, 15, 1)] and always.gain == pytest.approx(16 / 1.15)
 
 
-@pytest.mark.parametrize(("slope", "engine_drafts"), [(0.1, True), (0.5, False)])
+@pytest.mark.parametrize("slope", [0.1, 0.5])
 def test_an_adaptive_arm_can_name_its_drafter_for_every_reply(
-    replay: ModuleType, monkeypatch: pytest.MonkeyPatch, slope: float, engine_drafts: bool,
+    replay: ModuleType, monkeypatch: pytest.MonkeyPatch, slope: float,
 ) -> None:
     # A reply the drafter gets right everywhere and lookup cannot copy (no token repeats). On a gentle
     # verification curve (slope 0.1) the engine's choice is the draft model; on a steep one (0.5, a best
-    # case of about 1.24x, under DRAFT_MODEL_MIN_BEST) it is lookup alone, which drafts nothing here.
+    # case of about 1.24x, under DRAFT_MODEL_MIN_BEST) the reply starts with lookup alone, which drafts
+    # nothing here, and the draft model takes over after the hold (adaptive.HOLD_TOKENS), its look back
+    # showing that it pays; kept to lookup alone (adaptive-lookuponly), the reply drafts nothing.
+    from localchat.engine.adaptive import HOLD_TOKENS
+
     curve = {"verify_ms": {n: 10.0 + slope * 10 * (n - 1) for n in range(1, 18)},
              "draft_ms": {b: 2.0 * b for b in range(1, 65)}}
     drafted = {}
-    for arm in ("adaptive", "adaptive/model", "adaptive/lookup"):
+    for arm in ("adaptive", "adaptive/model", "adaptive/lookup", "adaptive-lookuponly"):
         clock = replay.Clock()
         monkeypatch.setattr(time, "perf_counter", clock)
         pipe = replay.Pipeline(arm, curve, [1, 2, 4, 8, 16], 1000, {7}, clock)
@@ -150,8 +154,12 @@ def test_an_adaptive_arm_can_name_its_drafter_for_every_reply(
         out, _seconds, drafted[arm], accepted = pipe.answer(r, 64)
         monkeypatch.undo()
         assert out == r.reply and accepted == drafted[arm]
-    assert (drafted["adaptive"] > 0) is engine_drafts
     assert drafted["adaptive/model"] > 40 and drafted["adaptive/lookup"] == 0
+    if slope < 0.5:
+        assert drafted["adaptive"] == drafted["adaptive-lookuponly"] == drafted["adaptive/model"]
+    else:
+        assert drafted["adaptive-lookuponly"] == 0
+        assert 0 < drafted["adaptive"] <= 60 - HOLD_TOKENS
     with pytest.raises(SystemExit, match="must be one of"):
         replay.Pipeline("adaptive/neither", curve, [1], 1000, {7}, replay.Clock())
 

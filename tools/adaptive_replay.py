@@ -33,9 +33,11 @@ faster of the two per reply, a choice made in hindsight. ``--bound`` adds the hi
 (``Hindsight``): the fastest any policy drafting with the draft model could have been, knowing where
 the drafter is right. ``--positions`` adds, for each adaptive mode, the stop rule's predicted chance
 of acceptance by draft position against the share of those tokens accepted (``positions_table``).
-``--switch N,H,M`` adds ``adaptive/switch``, a study of a rule the engine does not have (``Switch``):
-where the engine chose lookup alone for a reply, the draft model takes over after N tokens if the
-drafter's answers over them show drafting paying by M and H tokens of that gain pay its catch-up.
+``--switch N,H,M`` adds ``adaptive/switch``, the study that preceded the engine's ``SwitchingPolicy``
+(``Switch``): where the engine chose lookup alone for a reply, the draft model takes over after N tokens
+if the drafter's answers over them show drafting paying by M and H tokens of that gain pay its
+catch-up. Run it with ``adaptive-lookuponly`` for the engine's choice before. ``--hold T,M[,C]``
+replays the engine's rule with another hold, margin and target confidence.
 
 A replay is a model of a run: the drafter's confidences after a wrong token are kept only while at
 least ``CHAIN_MIN`` (lower ones end every draft anyway) and pass times are the curve's medians. Its
@@ -395,8 +397,10 @@ class Pipeline:
             AdaptivePolicy,
             DraftPolicy,
             FixedPolicy,
-            draft_model_best_case,
+            SwitchingPolicy,
+            plan_drafting,
         )
+        from localchat.engine.draft_sources import SwitchingDrafter
         from localchat.engine.speculative import DecodeLoop
         from localchat.engine.stats import StatsRecorder
         from localchat.engine.types import SamplingParams
@@ -409,20 +413,33 @@ class Pipeline:
         if spec.enabled:
             drafter = self.combined
             if spec.adaptive:
-                best = draft_model_best_case(self.cost, "draft", spec.adaptive_variant.learnt_curve)
-                source = "draft"
-                lookup = self.choice.choose_lookup(best) if self.drafter == "" else self.drafter == "lookup"
-                if lookup:
-                    drafter, source = self.lookup, self.lookup.name
-                policy = AdaptivePolicy.for_variant(spec.adaptive_variant, self.cost, start=spec.draft_tokens,
-                                                    source=source, confident=True)
-                policy.trace = self.trace
+                variant = spec.adaptive_variant
+
+                def adaptive(source: str) -> AdaptivePolicy:
+                    p = AdaptivePolicy.for_variant(variant, self.cost, start=spec.draft_tokens, source=source,
+                                                   confident=True)
+                    p.trace = self.trace
+                    return p
+
+                if self.drafter == "":  # the engine's choice (``Engine._choose_drafter``)
+                    plan = plan_drafting(self.cost, self.choice, "draft", variant)
+                    lookup, switching = plan.lookup_first, plan.switching
+                else:
+                    lookup, switching = self.drafter == "lookup", False
+                if switching:
+                    drafter = SwitchingDrafter(self.combined, self.lookup, lookup)
+                    policy = SwitchingPolicy(adaptive("draft"), adaptive(self.lookup.name),
+                                             drafter.use_lookup, lookup, "draft")
+                elif lookup:
+                    drafter, policy = self.lookup, adaptive(self.lookup.name)
+                else:
+                    policy = adaptive("draft")
             else:
                 policy = FixedPolicy(spec.draft_tokens)
         rec = StatsRecorder()
         loop = DecodeLoop(tctx, drafter, policy, SamplingParams(temperature=0.0), rec,  # type: ignore[arg-type]
                           lambda: False, max_tokens)
-        if isinstance(policy, AdaptivePolicy):
+        if isinstance(policy, AdaptivePolicy | SwitchingPolicy):
             loop.cost = self.cost  # the engine pads where the adaptive policy prices a padded batch
         if steps is not None:
             loop.trace = lambda batch, _choices, accepted: steps.append((len(batch) - 1, accepted))
@@ -558,6 +575,13 @@ def read_curve(recording: dict[str, Any]) -> dict[str, dict[int, float]]:
 def replay(args: argparse.Namespace) -> None:
     import localchat.engine.speculative  # noqa: F401  (imported before the clock is replaced)
 
+    if args.hold:
+        from localchat.engine import adaptive as policies
+
+        tokens, margin, *sure = args.hold.split(",")
+        policies.HOLD_TOKENS, policies.HOLD_MARGIN = int(tokens), float(margin)
+        if sure:
+            policies.LOOK_CONFIDENCE = float(sure[0])
     data = json.loads(Path(args.recording).read_text())
     curve_src = json.loads(Path(args.curve).read_text()) if args.curve else data
     curve = read_curve(curve_src)
@@ -749,6 +773,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="also replay adaptive/switch (class Switch), a rule the engine does not have: where "
                         "the engine chose lookup alone, the draft model after N tokens if they show drafting "
                         "paying by MARGIN and H tokens of that gain pay the catch-up")
+    p.add_argument("--hold", metavar="TOKENS,MARGIN[,SURE]",
+                   help="the hold of a reply that starts with lookup alone (adaptive.HOLD_TOKENS, "
+                        "HOLD_MARGIN, LOOK_CONFIDENCE) instead of the engine's, for every adaptive mode")
     p.add_argument("--bound", action="store_true",
                    help="also print the hindsight bound: the fastest any policy drafting with this drafter "
                         "could have been (class Hindsight)")

@@ -48,6 +48,10 @@ ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive-probeonly": {"look_back": False},
     # The tokens after a draft's first priced with a calibration offset of their own.
     "adaptive-later": {"later": True},
+    # A reply that starts drafting by lookup alone keeps to it for the whole reply, as before.
+    "adaptive-lookuponly": {"model_look": False},
+    # Lookup alone drafts while the draft model pauses, instead of plain steps.
+    "adaptive-pauselookup": {"lookup_in_pause": True},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

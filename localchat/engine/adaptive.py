@@ -38,6 +38,10 @@ predict an acceptance that proves a fixed length pays, the pause ends early with
 
 Drafters without a confidence (n-gram lookup on its own) get a length instead:
 doubled after a draft accepted whole, cut back to where the last one failed.
+
+``SwitchingPolicy`` holds two of these policies, the draft model's and lookup alone's, for a reply
+that may change drafter within it: one that starts with lookup alone (the draft model pays little on
+this machine, ``plan_drafting``) and lets the draft model take over where a look back says it pays.
 """
 
 from __future__ import annotations
@@ -116,6 +120,10 @@ def lookup_instead(best: float) -> str:
            else "saves too little for this model outside the easiest text")
     return (f"On this computer the draft model {why} ({best:.2f}x at best), so drafts come from the "
             f"conversation itself (n-gram lookup).")
+
+
+# Said after ``lookup_instead`` where the draft model may take over within the reply (``SwitchingPolicy``).
+TAKES_OVER = " Where a reply turns out to suit the draft model, it takes over."
 
 
 def proven_length(acceptance: float, t_verify: Callable[[int], float | None], look_s: float,
@@ -309,6 +317,11 @@ class AdaptivePolicy:
     look_back: bool = True
     look_rows: int = 16
     look_back_margin: float = 1.1
+    # A reply that drafts by lookup alone holds the draft model back (``hold``): it sits out the
+    # reply's first tokens, then looks back over them as a pause does, on a margin of its own.
+    _look_rows_now: int = 0  # the next look back's rows (``look_rows``, or a hold's)
+    _look_margin_now: float = 0.0  # ... and the gain it needs for a probe to follow
+    _held: bool = False  # the pause is a hold (``hold``), not a measured loss
     # The tokens after a draft's first priced with an offset of their own (``ConversationCalibration``).
     later: bool = False
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
@@ -385,6 +398,7 @@ class AdaptivePolicy:
         self._calibration = ConversationCalibration(self.cost.calibration_for(self.source), later=self.later)
         self._runs = deque(maxlen=self.floor_steps)
         self._heard = deque(maxlen=self.listen_tokens)
+        self._look_rows_now, self._look_margin_now = self.look_rows, self.look_back_margin
         self._n = max(1, min(self.start, self.max_len))
         self._next_plain = not self.cost.ready()
         self._conversation = self.cost.new_conversation()
@@ -508,6 +522,7 @@ class AdaptivePolicy:
         """
         if self._paused_left > 0:
             self._paused_left = 0
+            self._held = False
             self._backoff = 1
             self._reason = ""
             self._pause_gain = None
@@ -579,6 +594,7 @@ class AdaptivePolicy:
             if self._paused_left > 0:
                 self._paused_left -= 1
                 if self._paused_left == 0:
+                    self._held = False
                     self._end_pause()
             return
         # The drafter was asked. Even a step where it drafted nothing (nothing was worth
@@ -658,7 +674,46 @@ class AdaptivePolicy:
                 self._probe_left = self.probe_steps
 
     def look_back_rows(self) -> int:
-        return self.look_rows if self._looking else 0
+        return self._look_rows_now if self._looking else 0
+
+    @property
+    def looking(self) -> bool:
+        """The next step looks back on the pause that just ended."""
+        return self._looking
+
+    def hold(self, tokens: int, rows: int, margin: float) -> None:
+        """This reply drafts by lookup alone (``SwitchingPolicy``): the draft model sits out its first
+        ``tokens`` (a pause, longer if one is already running), then looks back over ``rows`` of them
+        and probes where drafting would have paid by ``margin``. A pause on the costs alone is left as
+        it is (its probe re-measures them)."""
+        self._look_rows_now, self._look_margin_now = rows, margin
+        if self._cost_pause and self._paused_left > 0:
+            return
+        self._looking = False
+        self._probe_left = 0
+        if self._paused_left < tokens:
+            self._paused_left = tokens
+            self._held = True
+            self._reason = ""
+            self._pause_gain = None
+
+    def release_hold(self) -> None:
+        """This reply drafts with the draft model: a hold left over from a reply that drafted by lookup
+        alone ends without a look (a pause after a measured loss runs on), and looks back as usual."""
+        self._look_rows_now, self._look_margin_now = self.look_rows, self.look_back_margin
+        if self._held:
+            self._held = False
+            self._paused_left = 0
+            self._fresh_window()
+
+    def sat_out(self, tokens: int) -> None:
+        """``tokens`` were written while another drafter drafted (``SwitchingPolicy``): they count
+        towards a pause's wait as plain steps do."""
+        if self._paused_left > 0:
+            self._paused_left = max(0, self._paused_left - tokens)
+            if self._paused_left == 0:
+                self._held = False
+                self._end_pause()
 
     def observe_look_back(self, looked: Sequence[tuple[float, bool]]) -> None:
         """The verdicts drafting would have had over the pause's last tokens (``look_back``): each
@@ -679,7 +734,7 @@ class AdaptivePolicy:
         for confidence, hit in looked:
             self._calibration.observe_one(confidence, 1.0 if hit else 0.0)
         gain = max(self._proven_gain(), self._looked_gain(looked))
-        if gain >= self.look_back_margin:
+        if gain >= self._look_margin_now:
             self._probe_left = self.probe_steps
             return
         self._pause(gain, self.acceptance() or 0.0)
@@ -771,6 +826,7 @@ class AdaptivePolicy:
         doubled after each such wait."""
         tokens = self.first_probe_tokens if short else self.retry_tokens * self._backoff
         self._paused_left = tokens
+        self._held = False
         self._heard.clear()
         if not short:
             self._backoff = min(self._backoff * 2, 8)
@@ -857,3 +913,160 @@ class AdaptivePolicy:
             short = self._probes and not self._paused_once and self._pays_well()
             self._paused_once = True
             self._pause(gain, acceptance, short=short)
+
+
+# A reply that drafts by lookup alone holds the draft model back for this many tokens, then looks back
+# over them (``AdaptivePolicy.hold``): where drafting with the draft model would have paid by
+# ``HOLD_MARGIN`` it takes over. The margin is above a pause's look back (``look_back_margin``): the
+# draft model was set aside because it pays little here. Both were chosen on the builtin prompts alone,
+# replayed on three cost curves (tools/adaptive_replay.py ``--switch``; docs/BENCHMARKS.md).
+HOLD_TOKENS = 24
+HOLD_MARGIN = 1.3
+# ... and looks only where the target was sure of what it wrote over the hold (the mean of its top
+# probability at each step's first row): the look's catch-up and rows cost a few plain steps, and text the
+# target is unsure of (chat, stories) is text the drafter guesses too seldom to take over. Otherwise
+# the hold starts again, and the look waits for a stretch the target is sure of (the code after an
+# explanation). On the builtin prompts the code replies where the draft model paid had 0.90-0.92 over
+# their first 24 tokens, chat 0.60-0.82, stories 0.47-0.75 (tools/adaptive_replay.py recordings).
+LOOK_CONFIDENCE = 0.85
+
+
+@dataclass(frozen=True)
+class ReplyDrafting:
+    """Which drafters one adaptive reply drafts with (``plan_drafting``)."""
+
+    lookup_first: bool  # lookup alone from the reply's start (the draft model's best case is under the line)
+    switching: bool  # both drafters in the reply, handing over within it (``SwitchingPolicy``)
+    best: float | None  # the draft model's best case on the measured costs (None: not known yet)
+
+
+def plan_drafting(cost: CostModel, choice: DrafterChoice, source: str,
+                  variant: AdaptiveVariant) -> ReplyDrafting:
+    """The drafters of the next adaptive reply with a draft model (``Engine._choose_drafter``; the
+    replay's pipeline follows it). Lookup alone starts a reply whose draft model's best case is under
+    ``DRAFT_MODEL_MIN_BEST`` (``DrafterChoice``); there the draft model may take over within the reply
+    (``variant.model_look``), where a hold's look could show it paying (``hold_can_pass``). A reply that
+    starts with the draft model drafts by lookup during its pauses only with ``variant.lookup_in_pause``."""
+    best = draft_model_best_case(cost, source, variant.learnt_curve)
+    if choice.choose_lookup(best):
+        assert best is not None
+        return ReplyDrafting(True, variant.model_look and hold_can_pass(cost, source), best)
+    return ReplyDrafting(False, variant.lookup_in_pause, best)
+
+
+def hold_can_pass(cost: CostModel, source: str) -> bool:
+    """Whether a hold's look back could reach ``HOLD_MARGIN`` on the measured costs at all: drafting
+    ``DRAFT_TOKENS_MAX`` tokens all accepted (text the drafter guesses whole) pays that much. Where it
+    cannot (the draft model costs most of a target pass), the draft model neither reads the prompt nor
+    looks: the reply drafts by lookup alone, as before."""
+    look_s = cost.draft_token_s.get(source)
+    t1 = cost.t_verify(1)
+    tv = cost.t_verify(DRAFT_TOKENS_MAX + 1)
+    if look_s is None or t1 is None or tv is None:
+        return False
+    return (DRAFT_TOKENS_MAX + 1) * t1 / (DRAFT_TOKENS_MAX * look_s + tv) >= HOLD_MARGIN
+
+
+class SwitchingPolicy:
+    """Adaptive speculation with both drafters in one reply: the draft model's policy and lookup alone's
+    (an ``AdaptivePolicy`` each, kept per conversation), of which lookup's drafts whenever the draft
+    model's is paused. ``use_lookup`` tells the drafter (``draft_sources.SwitchingDrafter``) which one
+    drafts each step.
+
+    A reply that starts with lookup alone (``lookup_first``: the draft model pays little on this machine)
+    holds the draft model back for its first ``HOLD_TOKENS`` tokens (``AdaptivePolicy.hold``); its
+    drafter reads the prompt with the target, so that it can then look back over those tokens at the
+    price of one batch: where drafting them would have paid by ``HOLD_MARGIN`` (code), the draft model
+    probes and drafts on under its own policy, seeded with the look's verdicts; otherwise (chat, stories)
+    its pause runs on and lookup drafts. Measured on one machine's curves, a reply drafting by lookup
+    alone left code at 0.78-0.87 of the best fixed draft length, and neither drafter chosen for a whole
+    reply met the goal in every category: the choice has to follow the text.
+    """
+
+    def __init__(self, model: AdaptivePolicy, lookup: AdaptivePolicy, use_lookup: Callable[[bool], None],
+                 lookup_first: bool, model_name: str, lookup_reason: str = "") -> None:
+        self.model, self.lookup = model, lookup
+        self._use_lookup = use_lookup
+        self.model_name, self.lookup_reason = model_name, lookup_reason
+        self.lookup_first = lookup_first
+        # The target's confidence at each recent step while the draft model sat out (``LOOK_CONFIDENCE``).
+        self._heard: deque[float] = deque(maxlen=HOLD_TOKENS)
+        if lookup_first:
+            model.hold(HOLD_TOKENS, HOLD_TOKENS, HOLD_MARGIN)
+        else:
+            model.release_hold()
+        self._step = self._current()
+
+    def _holding(self) -> bool:
+        """A reply that set out with lookup alone, the draft model sitting out."""
+        return self.lookup_first and self.model.paused
+
+    def _current(self) -> AdaptivePolicy:
+        return self.lookup if self.model.paused else self.model
+
+    @property
+    def drafter(self) -> str:
+        """The drafter drafting now, by name."""
+        return "n-gram" if self._current() is self.lookup else self.model_name
+
+    def draft_length(self) -> int:
+        model = self.model
+        if self.lookup_first and model.looking and self._heard:
+            sure = sum(self._heard) / len(self._heard)
+            self._heard.clear()
+            if sure < LOOK_CONFIDENCE:  # not worth a look: hold again (``LOOK_CONFIDENCE``)
+                model.hold(HOLD_TOKENS, HOLD_TOKENS, HOLD_MARGIN)
+        step = self._step = self._current()
+        self._use_lookup(step is self.lookup)
+        return step.draft_length()
+
+    def observe(
+        self, drafted: int, accepted: int, draft_s: float, verify_s: float, source: str,
+        confidence: Sequence[float] = (), catch_up_s: float = 0.0, passes: int | None = None,
+    ) -> None:
+        step = self._step
+        step.observe(drafted, accepted, draft_s, verify_s, source, confidence, catch_up_s, passes)
+        if step is self.lookup:
+            self.model.sat_out(accepted + 1)
+
+    def stop_rule(self) -> StopRule | None:
+        return self._step.stop_rule()
+
+    def observe_declined(self, source: str, confidence: float, hit: float) -> None:
+        self._step.observe_declined(source, confidence, hit)
+
+    @property
+    def listens(self) -> bool:
+        return self._holding() or self._step.listens
+
+    def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
+        if self._holding():
+            self._heard.append(confidence)
+        if self._step.listens:
+            self._step.observe_target(confidence, source, first_accepted)
+
+    def look_back_rows(self) -> int:
+        return self._step.look_back_rows()
+
+    def observe_look_back(self, looked: Sequence[tuple[float, bool]]) -> None:
+        self._step.observe_look_back(looked)
+
+    @property
+    def paused(self) -> bool:
+        return self._current().paused
+
+    @property
+    def reason(self) -> str:
+        """Why the drafting is as it is now, in words ("" when the draft model drafts unpaused)."""
+        if self._current() is self.model:
+            return ""
+        if self.lookup.paused:
+            return self.lookup.reason
+        if self.lookup_first or not self.model.reason:  # lookup drafts, as the reply set out to
+            return self.lookup_reason
+        why = self.model.reason.removeprefix("speculation paused: ")
+        return f"The draft model is paused ({why}); drafts come from the conversation itself meanwhile."
+
+    @property
+    def paused_speedup(self) -> float | None:
+        return self._current().paused_speedup

@@ -556,3 +556,53 @@ class CombinedDrafter:
     def close(self) -> None:
         self.model.close()
 
+
+class SwitchingDrafter:
+    """The draft model (with lookup where the context repeats: ``CombinedDrafter``) or lookup alone,
+    whichever adaptive speculation's ``SwitchingPolicy`` (engine/adaptive.py) chooses step by step
+    (``use_lookup``). Both read the prompt, the draft model included: so that it can look back on the
+    tokens lookup wrote at the price of one batch, and take over. It owns neither drafter."""
+
+    def __init__(self, combined: CombinedDrafter, lookup: NgramDrafter, lookup_first: bool) -> None:
+        self.combined, self.lookup = combined, lookup
+        self.lookup_first = lookup_first  # the reply starts drafting by lookup alone
+        self.current: DraftSource = lookup if lookup_first else combined
+        self.name = f"{combined.name} or {lookup.name}"
+
+    def use_lookup(self, on: bool) -> None:
+        self.current = self.lookup if on else self.combined
+
+    @property
+    def limit(self) -> int:
+        return self.combined.limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self.combined.limit = value
+
+    def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
+        self.combined.prefill(tokens, should_cancel)
+        self.lookup.prefill(tokens, should_cancel)
+
+    def propose(
+        self,
+        tokens: Sequence[int],
+        n: int,
+        params: SamplingParams,
+        rng: np.random.Generator,
+        stop: StopRule | None = None,
+    ) -> Draft:
+        return self.current.propose(tokens, n, params, rng, stop)
+
+    def observe(self, source: str, drafted: int, accepted: int) -> None:
+        if self.current is self.combined:
+            self.combined.observe(source, drafted, accepted)
+
+    def look_back(self, tokens: Sequence[int], rows: int, params: SamplingParams) -> list[tuple[float, bool]]:
+        """The draft model's look back (lookup alone cannot say: nothing)."""
+        if self.current is self.combined:
+            return self.combined.look_back(tokens, rows, params)
+        return []
+
+    def close(self) -> None:
+        pass

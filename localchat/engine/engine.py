@@ -17,12 +17,14 @@ from pathlib import Path
 
 from localchat.catalog.gguf import read_metadata
 from localchat.engine.adaptive import (
+    TAKES_OVER,
     AdaptivePolicy,
     DrafterChoice,
     DraftPolicy,
     FixedPolicy,
-    draft_model_best_case,
+    SwitchingPolicy,
     lookup_instead,
+    plan_drafting,
 )
 from localchat.engine.backend import Context, Model, backend_name, init_backend, physical_cores
 from localchat.engine.chat_format import (
@@ -43,6 +45,7 @@ from localchat.engine.draft_sources import (
     DraftSource,
     ModelDrafter,
     NgramDrafter,
+    SwitchingDrafter,
 )
 from localchat.engine.errors import (
     ContextOverflowError,
@@ -329,33 +332,51 @@ class Engine:
         if md is None:
             reason = self.draft_problem or "No draft model is paired with this model."
             return self.ngram, SpeculationState(True, "n-gram", reason, spec.draft_tokens)
-        if spec.adaptive:
-            best = draft_model_best_case(self.cost, md.name, spec.adaptive_variant.learnt_curve)
-            if self.drafter_choice.choose_lookup(best):
-                assert best is not None
-                return self.lookup, SpeculationState(True, "n-gram", lookup_instead(best), spec.draft_tokens)
-        state = SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
         if self.combined is None:
             self.combined = CombinedDrafter(md, self.ngram)
-        return self.combined, state
+        if spec.adaptive:
+            plan = plan_drafting(self.cost, self.drafter_choice, md.name, spec.adaptive_variant)
+            if plan.lookup_first:
+                assert plan.best is not None
+                reason = lookup_instead(plan.best) + (TAKES_OVER if plan.switching else "")
+                state = SpeculationState(True, "n-gram", reason, spec.draft_tokens)
+                if not plan.switching:
+                    return self.lookup, state
+                return SwitchingDrafter(self.combined, self.lookup, lookup_first=True), state
+            if plan.switching:
+                state = SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
+                return SwitchingDrafter(self.combined, self.lookup, lookup_first=False), state
+        return self.combined, SpeculationState(True, md.name, draft_tokens=spec.draft_tokens)
 
     def speculation_state(self, spec: SpeculationConfig) -> SpeculationState:
         return self._choose_drafter(spec)[1]
 
-    def _policy(self, request: GenerationRequest, drafter: DraftSource | None) -> DraftPolicy:
+    def _policy(self, request: GenerationRequest, drafter: DraftSource | None,
+                lookup_reason: str = "") -> DraftPolicy:
         spec = request.speculation
         if drafter is None or not spec.adaptive:
             return FixedPolicy(spec.draft_tokens)
+        md = self.model_drafter
+        if isinstance(drafter, SwitchingDrafter) and md is not None:  # both, handing over within the reply
+            return SwitchingPolicy(self._adaptive(request, drafter.combined.name, md.name),
+                                   self._adaptive(request, self.lookup.name, self.lookup.name),
+                                   drafter.use_lookup, drafter.lookup_first, md.name, lookup_reason)
         # The draft model and lookup on its own report a confidence per token (the stop rule drafts
         # from it); n-gram lookup chosen by the user drafts a doubling length.
-        confident = self.model_drafter is not None and drafter is not self.ngram
+        confident = md is not None and drafter is not self.ngram
         if drafter is self.lookup:
             source = self.lookup.name
-        elif confident and self.model_drafter is not None:
-            source = self.model_drafter.name
+        elif confident and md is not None:
+            source = md.name
         else:
             source = self.ngram.name
-        key = (request.session, drafter.name, spec.adaptive_variant)
+        return self._adaptive(request, drafter.name, source, confident)
+
+    def _adaptive(self, request: GenerationRequest, drafter: str, source: str,
+                  confident: bool = True) -> AdaptivePolicy:
+        """The conversation's adaptive policy for ``drafter`` (kept across its replies)."""
+        spec = request.speculation
+        key = (request.session, drafter, spec.adaptive_variant)
         policy = self._policies.get(key)
         if policy is None:
             if len(self._policies) >= 64:  # forget the oldest conversation
@@ -466,13 +487,13 @@ class Engine:
             grammar, compile_s = self._constrained(self.tool_constraint(request, fitted.opens_thinking))
         reader = plan.reader(self.tool_support, fitted.opens_thinking)
         drafter, spec_state = self._choose_drafter(request.speculation)
-        policy = self._policy(request, drafter)
+        policy = self._policy(request, drafter, spec_state.reason)
         self._restore_states(tokens, drafter)
         rec = StatsRecorder(grammar_compile_seconds=compile_s)
         loop = DecodeLoop(self.target, drafter, policy, request.sampling, rec, cancel, request.max_tokens,
                           grammar, request.speculation.fast_forward)
         loop.trace = self.trace_hook
-        if isinstance(policy, AdaptivePolicy) and not self.target_model.is_recurrent:
+        if isinstance(policy, AdaptivePolicy | SwitchingPolicy) and not self.target_model.is_recurrent:
             loop.cost = self.cost  # a batch padded to a size this machine runs faster, as priced
         if on_event is not None:
             read_start = time.perf_counter()
@@ -596,10 +617,14 @@ class Engine:
     def _live_state(state: SpeculationState, policy: DraftPolicy) -> SpeculationState:
         if not state.active:
             return state
+        if isinstance(policy, SwitchingPolicy):  # the drafter, and why, change within the reply
+            drafter, reason = policy.drafter, policy.reason
+        else:
+            drafter, reason = state.drafter, policy.reason or state.reason
         return SpeculationState(
             active=not policy.paused,
-            drafter=state.drafter,
-            reason=policy.reason or state.reason,
+            drafter=drafter,
+            reason=reason,
             draft_tokens=policy.draft_length(),
             paused=policy.paused,
             speedup=(policy.paused_speedup or 0.0) if policy.paused else 0.0,

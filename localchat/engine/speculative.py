@@ -117,11 +117,10 @@ class DecodeLoop:
     # -- helpers -----------------------------------------------------------------
     def _report_target(self, draft: Draft, accepted: int) -> None:
         """Tell a policy that listens the target's confidence at the step's first row: after a draft,
-        with whether the drafter's first token was the target's choice; at a plain step, only while
-        the policy is paused (the logits are computed anyway; their top probability is one pass
-        over the vocabulary)."""
+        with whether the drafter's first token was the target's choice, else (a plain step) without
+        (the logits are computed anyway; their top probability is one pass over the vocabulary)."""
         policy = self.policy
-        if not policy.listens or (not draft.tokens and not policy.paused):
+        if not policy.listens:
             return
         confidence = sampling.top_probability(self.target.logits(0))
         policy.observe_target(confidence, draft.source, accepted > 0 if draft.tokens else None)

@@ -169,6 +169,14 @@ class AdaptiveVariant:
     # The tokens after a draft's first are priced with a calibration offset of their own, learned from
     # their verdicts (``ConversationCalibration.later``; ``adaptive-later``).
     later: bool = False
+    # A reply that drafts by lookup alone (the draft model pays little on this machine) hands over to
+    # the draft model within the reply where a look back over its first tokens says drafting them
+    # would have paid (``adaptive.SwitchingPolicy``); False: lookup alone for the whole reply, as
+    # before (``adaptive-lookuponly``).
+    model_look: bool = True
+    # While the draft model's policy pauses, lookup alone drafts instead of plain steps
+    # (``adaptive.SwitchingPolicy``; ``adaptive-pauselookup``).
+    lookup_in_pause: bool = False
 
     def __post_init__(self) -> None:
         if self.early not in get_args(EarlyPause):

@@ -36,6 +36,8 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     ("adaptive-earlycost", {"early": "cost"}),  # skipped looks to the warm-up's end
     ("adaptive-calibratedonly", {"learnt_curve": False}),  # lookup alone only on a calibrated curve
     ("adaptive-later", {"later": True}),  # later draft positions priced by an offset of their own
+    ("adaptive-lookuponly", {"model_look": False}),  # a lookup reply keeps to lookup alone
+    ("adaptive-pauselookup", {"lookup_in_pause": True}),  # lookup drafts during the model's pauses
 ])
 def test_an_adaptive_variant_is_adaptive_with_one_setting_of_its_version_changed(
     mode: str, fields: dict[str, object]
