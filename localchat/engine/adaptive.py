@@ -591,11 +591,7 @@ class AdaptivePolicy:
             self._next_plain = False
             if self._skip_left > 0:
                 self._skip_left -= 1
-            if self._paused_left > 0:
-                self._paused_left -= 1
-                if self._paused_left == 0:
-                    self._held = False
-                    self._end_pause()
+            self.sat_out(1)
             return
         # The drafter was asked. Even a step where it drafted nothing (nothing was worth
         # its cost) paid for keeping it in step: that is part of speculation's speed.
@@ -707,8 +703,8 @@ class AdaptivePolicy:
             self._fresh_window()
 
     def sat_out(self, tokens: int) -> None:
-        """``tokens`` were written while another drafter drafted (``SwitchingPolicy``): they count
-        towards a pause's wait as plain steps do."""
+        """``tokens`` were written without this policy's drafter (a plain step's one, or another
+        drafter's, ``SwitchingPolicy``): they count towards a pause's wait, which ends after the last."""
         if self._paused_left > 0:
             self._paused_left = max(0, self._paused_left - tokens)
             if self._paused_left == 0:
@@ -918,8 +914,10 @@ class AdaptivePolicy:
 # A reply that drafts by lookup alone holds the draft model back for this many tokens, then looks back
 # over them (``AdaptivePolicy.hold``): where drafting with the draft model would have paid by
 # ``HOLD_MARGIN`` it takes over. The margin is above a pause's look back (``look_back_margin``): the
-# draft model was set aside because it pays little here. Both were chosen on the builtin prompts alone,
-# replayed on three cost curves (tools/adaptive_replay.py ``--switch``; docs/BENCHMARKS.md).
+# draft model was set aside because it pays little here. Both were chosen on the builtin prompts alone:
+# first by the study before this rule (tools/adaptive_replay.py ``--switch``, three curves of the fifth
+# machine), then in a grid with ``LOOK_CONFIDENCE`` (``--hold``, its Q8_0 curves rebuilt;
+# docs/BENCHMARKS.md "Issue 27 on a sixth machine").
 HOLD_TOKENS = 24
 HOLD_MARGIN = 1.3
 # ... and looks only where the target was sure of what it wrote over the hold (the mean of its top
@@ -1007,7 +1005,7 @@ class SwitchingPolicy:
     @property
     def drafter(self) -> str:
         """The drafter drafting now, by name."""
-        return "n-gram" if self._current() is self.lookup else self.model_name
+        return self.lookup.source if self._current() is self.lookup else self.model_name
 
     def draft_length(self) -> int:
         model = self.model

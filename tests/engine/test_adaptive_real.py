@@ -5,7 +5,7 @@ from __future__ import annotations
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pytest
@@ -82,23 +82,34 @@ class MachineClock:
         self.now += ms / 1000
 
 
+class ChargedClock(Protocol):
+    def perf_counter(self) -> float: ...
+
+    def charge(self, ctx: Context, n_tokens: int) -> None: ...
+
+
+def charge_passes(monkeypatch: pytest.MonkeyPatch, clock: ChargedClock) -> None:
+    """Make ``clock`` the decode loop's and the drafters' time, charged by every llama.cpp pass."""
+    real_decode = Context.decode
+
+    def decode(self: Context, tokens: Sequence[int], logits_for: str | int = "last") -> int:
+        result = real_decode(self, tokens, logits_for)
+        clock.charge(self, len(tokens))
+        return result
+
+    monkeypatch.setattr(Context, "decode", decode)
+    fake_time = types.SimpleNamespace(perf_counter=clock.perf_counter)
+    monkeypatch.setattr(speculative, "time", fake_time)
+    monkeypatch.setattr(draft_sources, "time", fake_time)
+
+
 @pytest.fixture
 def machine_clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Install a MachineClock for an engine: ``machine_clock(eng)`` (the engine's target is known then)."""
 
     def install(eng: Engine) -> MachineClock:
         clock = MachineClock(eng.target)
-        real_decode = Context.decode
-
-        def decode(self: Context, tokens: Sequence[int], logits_for: str | int = "last") -> int:
-            result = real_decode(self, tokens, logits_for)
-            clock.charge(self, len(tokens))
-            return result
-
-        monkeypatch.setattr(Context, "decode", decode)
-        fake_time = types.SimpleNamespace(perf_counter=clock.perf_counter)
-        monkeypatch.setattr(speculative, "time", fake_time)
-        monkeypatch.setattr(draft_sources, "time", fake_time)
+        charge_passes(monkeypatch, clock)
         return clock
 
     return install

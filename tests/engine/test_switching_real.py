@@ -4,14 +4,11 @@ over once its look back shows it pays; the text is plain decoding's."""
 
 from __future__ import annotations
 
-import types
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from localchat.engine import draft_sources, speculative
 from localchat.engine.adaptive import HOLD_TOKENS, SwitchingPolicy
 from localchat.engine.backend import Context
 from localchat.engine.engine import Engine
@@ -25,6 +22,7 @@ from localchat.engine.types import (
     SpeculationConfig,
     TokenEvent,
 )
+from tests.engine.test_adaptive_real import charge_passes
 
 # A machine where verifying two tokens costs 1.67 plain steps (a quantized target on a CPU): the draft
 # model's best case is about 1.34x, under the line where a reply starts with it (DRAFT_MODEL_MIN_BEST).
@@ -41,6 +39,9 @@ class Clock:
     def __init__(self, target: Context) -> None:
         self.now, self.target = 0.0, target
 
+    def perf_counter(self) -> float:
+        return self.now
+
     def charge(self, ctx: Context, n: int) -> None:
         sizes = sorted(TARGET_MS)
         if ctx is self.target:
@@ -53,18 +54,7 @@ class Clock:
 
 
 def _install(eng: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = Clock(eng.target)
-    real_decode = Context.decode
-
-    def decode(self: Context, tokens: Sequence[int], logits_for: str | int = "last") -> int:
-        result = real_decode(self, tokens, logits_for)
-        clock.charge(self, len(tokens))
-        return result
-
-    monkeypatch.setattr(Context, "decode", decode)
-    fake_time = types.SimpleNamespace(perf_counter=lambda: clock.now)
-    monkeypatch.setattr(speculative, "time", fake_time)
-    monkeypatch.setattr(draft_sources, "time", fake_time)
+    charge_passes(monkeypatch, Clock(eng.target))
     # This machine's costs as a calibration at load would have measured them.
     assert eng.model_drafter is not None
     for size, ms in TARGET_MS.items():
