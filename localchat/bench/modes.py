@@ -52,6 +52,10 @@ ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive-lookuponly": {"model_look": False},
     # Lookup alone drafts while the draft model pauses, instead of plain steps.
     "adaptive-pauselookup": {"lookup_in_pause": True},
+    # Every pause ends with its look back, whatever the target's confidence meanwhile, as before.
+    "adaptive-alwayslook": {"sure_look": False},
+    # Each process chooses between the draft model and lookup alone afresh, not from a saved profile's choice.
+    "adaptive-rechoose": {"keep_choice": False},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

@@ -100,17 +100,29 @@ DRAFT_MODEL_RETURN = 1.15
 class DrafterChoice:
     """Adaptive speculation's choice between the draft model and lookup alone, for one pair
     (``Engine._choose_drafter``): lookup alone below ``DRAFT_MODEL_MIN_BEST``, and, once chosen, until
-    the best case reaches that line times ``DRAFT_MODEL_RETURN``."""
+    the best case reaches that line times ``DRAFT_MODEL_RETURN``. The choice is kept in the cost model
+    (``CostModel.lookup_alone``), whose profile a later process starts from: the best case a saved
+    profile gives is higher than the first process's (its drafter's surest tokens are priced at the
+    acceptance learnt instead of ``SURE_ACCEPTANCE``), and without the choice that process would
+    decide afresh from it, above the line where the one before had given way."""
 
     lookup_alone: bool = False
+    _started: bool = False
 
-    def choose_lookup(self, best: float | None) -> bool:
+    def choose_lookup(self, best: float | None, cost: CostModel | None = None) -> bool:
         """Whether the next reply drafts by lookup alone, given the draft model's best case on the
-        measured costs (``draft_model_best_case``; None: not known yet, the draft model)."""
+        measured costs (``draft_model_best_case``; None: not known yet, the draft model). ``cost``:
+        the choice a saved profile restored is where the first reply of this process starts from,
+        and this one is kept there for the next profile."""
+        if cost is not None and not self._started and cost.lookup_alone is not None:
+            self.lookup_alone = cost.lookup_alone
+        self._started = True
         if best is None:
             return False
         line = DRAFT_MODEL_MIN_BEST * (DRAFT_MODEL_RETURN if self.lookup_alone else 1.0)
         self.lookup_alone = best < line
+        if cost is not None:
+            cost.lookup_alone = self.lookup_alone
         return self.lookup_alone
 
 
@@ -317,6 +329,14 @@ class AdaptivePolicy:
     look_back: bool = True
     look_rows: int = 16
     look_back_margin: float = 1.1
+    # A pause's look back happens only where the target was sure of the tokens written during the pause
+    # (the mean of its top probability at each step's first row, over the last ``look_rows`` of them, at
+    # least ``LOOK_CONFIDENCE``, as for a hold's look); otherwise the pause waits ``first_probe_tokens``
+    # more and asks again. A look costs a catch-up batch and its rows, two plain steps or more where a
+    # batch of two costs 1.7x one, and text the target is unsure of (a story) is text the drafter seldom
+    # guesses. Off: a pause always ends with its look (``adaptive-alwayslook``).
+    sure_look: bool = True
+    _sure: deque[float] = field(default_factory=deque)  # the target's confidence over this pause
     # A reply that drafts by lookup alone holds the draft model back (``hold``): it sits out the
     # reply's first tokens, then looks back over them as a pause does, on a margin of its own.
     _look_rows_now: int = 0  # the next look back's rows (``look_rows``, or a hold's)
@@ -392,12 +412,14 @@ class AdaptivePolicy:
         before = variant.previous
         return cls(cost, floor=variant.floor, probe=not before, charge_catch_up=not before,
                    listen=variant.listen, sticky_skip=variant.sticky_skip, early_pause=variant.early,
-                   look_back=variant.look_back and not before, later=variant.later, **kwargs)
+                   look_back=variant.look_back and not before, later=variant.later,
+                   sure_look=variant.sure_look, **kwargs)
 
     def __post_init__(self) -> None:
         self._calibration = ConversationCalibration(self.cost.calibration_for(self.source), later=self.later)
         self._runs = deque(maxlen=self.floor_steps)
         self._heard = deque(maxlen=self.listen_tokens)
+        self._sure = deque(maxlen=self.look_rows)
         self._look_rows_now, self._look_margin_now = self.look_rows, self.look_back_margin
         self._n = max(1, min(self.start, self.max_len))
         self._next_plain = not self.cost.ready()
@@ -635,10 +657,16 @@ class AdaptivePolicy:
 
     @property
     def listens(self) -> bool:
-        return self.listen and self._probes
+        return (self.listen or self._gates_look) and self._probes
+
+    @property
+    def _gates_look(self) -> bool:
+        return self.sure_look and self.look_back and self._paused_left > 0 and not self._cost_pause
 
     def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
-        if not self.listens:
+        if self._gates_look and first_accepted is None:
+            self._sure.append(confidence)
+        if not (self.listen and self._probes):
             return
         if first_accepted is not None:
             if source == self.source:
@@ -662,12 +690,25 @@ class AdaptivePolicy:
         """A pause is over (its wait ran out, or the target said the text got easier): look back on
         it, or probe again, with fresh evidence. A pause on the costs alone always probes: its probe
         re-measures the verification costs, which looking back does not."""
+        if (self._probes and self._gates_sure() and self._sure
+                and sum(self._sure) / len(self._sure) < LOOK_CONFIDENCE):
+            # The target was unsure of what it wrote: text the drafter seldom guesses; wait, not look.
+            self._sure.clear()
+            self._paused_left = self.first_probe_tokens
+            why = self._reason.split("; retrying in")[0]
+            self._reason = (f"{why}; the text is still hard to guess, looking again in "
+                            f"{self._paused_left} tokens")
+            return
+        self._sure.clear()
         self._fresh_window()
         if self._probes:
             if self.look_back and not self._cost_pause:
                 self._looking = True
             else:
                 self._probe_left = self.probe_steps
+
+    def _gates_sure(self) -> bool:
+        return self.sure_look and self.look_back and not self._cost_pause and not self._held
 
     def look_back_rows(self) -> int:
         return self._look_rows_now if self._looking else 0
@@ -824,6 +865,7 @@ class AdaptivePolicy:
         self._paused_left = tokens
         self._held = False
         self._heard.clear()
+        self._sure.clear()
         if not short:
             self._backoff = min(self._backoff * 2, 8)
         return tokens
@@ -946,7 +988,7 @@ def plan_drafting(cost: CostModel, choice: DrafterChoice, source: str,
     (``variant.model_look``), where a hold's look could show it paying (``hold_can_pass``). A reply that
     starts with the draft model drafts by lookup during its pauses only with ``variant.lookup_in_pause``."""
     best = draft_model_best_case(cost, source, variant.learnt_curve)
-    if choice.choose_lookup(best):
+    if choice.choose_lookup(best, cost if variant.keep_choice else None):
         assert best is not None
         return ReplyDrafting(True, variant.model_look and hold_can_pass(cost, source), best)
     return ReplyDrafting(False, variant.lookup_in_pause, best)

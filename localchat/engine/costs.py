@@ -170,6 +170,9 @@ class CostModel:
     # The verification curve was measured at every size a draft uses (calibration at load, or a
     # saved profile): a new conversation can trust it from its first token.
     calibrated: bool = False
+    # Adaptive speculation's last choice between the draft model and lookup alone (``adaptive.
+    # DrafterChoice``; None: not made yet), kept in the profile so that a later process goes on from it.
+    lookup_alone: bool | None = None
     _pads: dict[int, int] = field(default_factory=dict)  # times each size was padded (``verify_batch``)
     _ran: tuple[int, int] | None = None  # the last (batch, size run) of ``verify_batch``
 

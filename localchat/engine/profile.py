@@ -153,6 +153,8 @@ class Measured:
     # alone: which matches the target accepts on this pair is as much the pair's as the drafter's.
     lookup_hits: list[float] = field(default_factory=list)
     lookup_seen: list[float] = field(default_factory=list)
+    # Adaptive speculation's last choice of drafter (``CostModel.lookup_alone``; None: none made).
+    lookup_alone: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -163,6 +165,8 @@ class Measured:
         }
         if any(self.lookup_seen):
             out["lookup_calibration"] = _bins_json(self.lookup_hits, self.lookup_seen)
+        if self.lookup_alone is not None:
+            out["lookup_alone"] = self.lookup_alone
         return out
 
     @classmethod
@@ -187,8 +191,11 @@ class Measured:
 
         hits, seen = _bins_from(obj["calibration"])
         lookup_hits, lookup_seen = _bins_from(obj.get("lookup_calibration", {"accepted": [], "judged": []}))
+        lookup_alone = obj.get("lookup_alone")
+        if lookup_alone is not None and not isinstance(lookup_alone, bool):
+            raise ValueError(f"a choice of drafter of {lookup_alone!r}")
         return cls(verify, positive(obj["draft_token_s"]), positive(obj["draft_pass_s"]), hits, seen,
-                   lookup_hits, lookup_seen)
+                   lookup_hits, lookup_seen, lookup_alone)
 
 
 def _bins_json(hits: list[float], seen: list[float]) -> dict[str, list[float]]:
@@ -214,7 +221,7 @@ def measured_from(cost: CostModel, source: str, draft_pass_s: float | None) -> M
     lookup = cost.calibration.get(LOOKUP)
     lookup_hits, lookup_seen = lookup.state() if lookup is not None else ([], [])
     return Measured(dict(cost.verify.points), cost.draft_token_s.get(source), draft_pass_s, hits, seen,
-                    lookup_hits, lookup_seen)
+                    lookup_hits, lookup_seen, cost.lookup_alone)
 
 
 def apply(measured: Measured, cost: CostModel, source: str) -> None:
@@ -228,6 +235,7 @@ def apply(measured: Measured, cost: CostModel, source: str) -> None:
         cost.verify.seed(size, seconds, passes)
     if measured.draft_token_s is not None:
         cost.draft_token_s[source] = measured.draft_token_s
+    cost.lookup_alone = measured.lookup_alone
     cost.calibrated = True
 
 

@@ -177,6 +177,12 @@ class AdaptiveVariant:
     # While the draft model's policy pauses, lookup alone drafts instead of plain steps
     # (``adaptive.SwitchingPolicy``; ``adaptive-pauselookup``).
     lookup_in_pause: bool = False
+    # A pause's look back only where the target was sure of the pause's tokens (``AdaptivePolicy.
+    # sure_look``); False: every pause ends with its look, as before (``adaptive-alwayslook``).
+    sure_look: bool = True
+    # The choice between the draft model and lookup alone goes on from the one a saved profile kept
+    # (``adaptive.DrafterChoice``); False: each process chooses afresh, as before (``adaptive-rechoose``).
+    keep_choice: bool = True
 
     def __post_init__(self) -> None:
         if self.early not in get_args(EarlyPause):

@@ -38,6 +38,8 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     ("adaptive-later", {"later": True}),  # later draft positions priced by an offset of their own
     ("adaptive-lookuponly", {"model_look": False}),  # a lookup reply keeps to lookup alone
     ("adaptive-pauselookup", {"lookup_in_pause": True}),  # lookup drafts during the model's pauses
+    ("adaptive-alwayslook", {"sure_look": False}),  # a pause looks back whatever the target's confidence
+    ("adaptive-rechoose", {"keep_choice": False}),  # a saved profile's choice of drafter not kept
 ])
 def test_an_adaptive_variant_is_adaptive_with_one_setting_of_its_version_changed(
     mode: str, fields: dict[str, object]
@@ -61,6 +63,8 @@ def test_each_variant_builds_the_policy_it_names() -> None:
                                                    early="always"), cost, source="lookup")
     assert settings(p) == (False, False, False, True, True, "always", False, "lookup")
     assert not AdaptivePolicy.for_variant(AdaptiveVariant(look_back=False), cost).look_back
+    assert AdaptivePolicy.for_variant(AdaptiveVariant(), cost).sure_look
+    assert not AdaptivePolicy.for_variant(AdaptiveVariant(sure_look=False), cost).sure_look
 
 
 def test_an_unknown_early_pause_rule_is_refused() -> None:

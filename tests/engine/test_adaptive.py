@@ -933,3 +933,33 @@ def test_the_drafter_is_timed_per_pass_not_per_token() -> None:
     lookup = AdaptivePolicy(cost, source="lookup")
     lookup.observe(4, 4, 0.0001, 0.1, "lookup", [0.9] * 4, passes=0)
     assert cost.draft_token_s["lookup"] == pytest.approx(0.000025)
+
+
+def test_a_pause_looks_back_only_where_the_target_was_sure_of_what_it_wrote() -> None:
+    """The look back at a pause's end costs a catch-up batch and its rows; where the target
+    was unsure of the tokens written meanwhile (a story), the drafter would seldom have guessed them, so
+    the pause waits on instead, and looks once the target is sure (the code after an explanation)."""
+    for sure, looks in ((0.6, False), (0.95, True)):
+        p = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=32)
+        run_until_paused(p, Pair(hopeless, **F16_PAIR))
+        assert p.listens  # a pause hears the target's confidence at each plain step
+        for _ in range(16):
+            p.observe(0, 0, 0.0, 0.06, "")
+            p.observe_target(sure, "", None)
+        if looks:
+            assert not p.paused and p.draft_length() == 0 and p.look_back_rows() == 16
+            continue
+        assert p.paused and p.draft_length() == 0 and p.look_back_rows() == 0
+        assert p.reason.startswith("speculation paused: ") and "retrying" not in p.reason, p.reason
+        assert p.reason.endswith("the text is still hard to guess, looking again in 16 tokens"), p.reason
+        for _ in range(16):  # the text gets easier: the next wait ends with a look
+            p.observe(0, 0, 0.0, 0.06, "")
+            p.observe_target(0.95, "", None)
+        assert not p.paused and p.draft_length() == 0 and p.look_back_rows() == 16
+    # Off (the rule before, ``adaptive-alwayslook``): the look follows whatever the target's confidence.
+    off = AdaptivePolicy(calibrated(F16_CURVE), retry_tokens=32, sure_look=False)
+    run_until_paused(off, Pair(hopeless, **F16_PAIR))
+    assert not off.listens
+    for _ in range(16):
+        off.observe(0, 0, 0.0, 0.06, "")
+    assert off.look_back_rows() == 16

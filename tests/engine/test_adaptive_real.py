@@ -155,7 +155,9 @@ def test_auto_off_pauses_where_speculation_loses_probes_recovers_and_the_toggle_
         longest = max(range(len(runs)), key=lambda i: runs[i][1] if runs[i][0] else -1)
         assert runs[longest][0] and runs[longest][1] >= 120, runs  # the pause holds for its 128 tokens
         assert longest > 0 and not runs[0][0], f"it measured speculation before pausing: {runs}"
-        assert longest < len(runs) - 1, f"no probe after the pause: {runs}"
+        # Where the pause runs out the story goes on, and a story is text the target is unsure of: the pause
+        # waits on instead of looking back (``AdaptivePolicy.sure_look``), so the probe comes with the reply
+        # that copies text, below.
         # Recovery: a reply that copies text (n-gram drafts are free and right) makes
         # speculation pay again, so after its probe it stays on to the end.
         rows = "\n".join(f"{i:03d},item-{i},{(i * 37) % 101}" for i in range(1, 121))

@@ -58,8 +58,10 @@ def test_a_saved_profile_loads_back_and_starts_the_cost_model(tmp_path: Path) ->
         (lambda obj: {**obj, "measured": {**obj["measured"], "verify_s": {"1": [-1, 3]}}}, "verification"),
         (lambda obj: {**obj, "measured": {**obj["measured"], "calibration": BAD_BINS}}, "calibration bins"),
         (lambda obj: [1, 2, 3], "not a JSON object"),
+        (lambda obj: {**obj, "measured": {**obj["measured"], "lookup_alone": "yes"}}, "choice of drafter"),
     ],
-    ids=["bad-json", "other-machine", "other-format", "other-settings", "bad-time", "bad-bins", "not-object"],
+    ids=["bad-json", "other-machine", "other-format", "other-settings", "bad-time", "bad-bins", "not-object",
+         "bad-choice"],
 )
 def test_a_corrupt_or_foreign_profile_is_ignored_with_one_log_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: object, words: str
@@ -225,3 +227,30 @@ def test_lookups_calibration_is_kept_with_the_pair(tmp_path: Path) -> None:
     plain = CostModel()
     profile.apply(measured(), plain, "drafter")
     assert profile.LOOKUP not in plain.calibration
+
+
+def test_the_choice_of_drafter_is_kept_and_a_later_process_goes_on_from_it(tmp_path: Path) -> None:
+    """A process that gave way to lookup alone keeps that choice in its profile: the next one starts
+    from it, so the draft model comes back only clearly over the line (``DRAFT_MODEL_RETURN``), as it
+    would have in the first process. A saved profile's best case is higher than the first process's
+    (its drafter's surest tokens priced at the acceptance learnt); chosen afresh from it, every reply
+    of the next process took the draft model where the first had given way."""
+    from localchat.engine.adaptive import DRAFT_MODEL_MIN_BEST, DrafterChoice
+
+    cost = CostModel()
+    profile.apply(measured(), cost, "drafter")
+    assert cost.lookup_alone is None  # a profile from before the choice was kept: none
+    choice = DrafterChoice()
+    assert choice.choose_lookup(DRAFT_MODEL_MIN_BEST - 0.1, cost) and cost.lookup_alone is True
+    path = tmp_path / KEY.file_name()
+    profile.save(path, KEY, MACHINE, profile.measured_from(cost, "drafter", 0.0155))
+    assert json.loads(path.read_text())["measured"]["lookup_alone"] is True
+    back = profile.load(path, KEY, MACHINE)
+    assert back is not None and back.lookup_alone is True
+    later = CostModel()
+    profile.apply(back, later, "drafter")
+    over = DRAFT_MODEL_MIN_BEST + 0.1  # over the line, under the way back
+    assert DrafterChoice().choose_lookup(over, later)  # goes on with lookup alone
+    assert not DrafterChoice().choose_lookup(over)  # chosen afresh: the draft model
+    # The choice restored is where this process starts, not a verdict it keeps to.
+    assert not DrafterChoice().choose_lookup(DRAFT_MODEL_MIN_BEST * 2, later) and later.lookup_alone is False
