@@ -695,7 +695,7 @@ class AdaptivePolicy:
             # The target was unsure of what it wrote: text the drafter seldom guesses; wait, not look.
             self._sure.clear()
             self._paused_left = self.first_probe_tokens
-            why = self._reason.split("; retrying in")[0]
+            why = self._reason.split("; retrying in")[0] or "speculation paused"
             self._reason = (f"{why}; the text is still hard to guess, looking again in "
                             f"{self._paused_left} tokens")
             return
@@ -708,6 +708,8 @@ class AdaptivePolicy:
                 self._probe_left = self.probe_steps
 
     def _gates_sure(self) -> bool:
+        """Whether this pause's end waits for a sure target (``sure_look``). A hold's tokens are heard by
+        ``SwitchingPolicy``, not by this policy (lookup's drafts them), which gates the hold's look itself."""
         return self.sure_look and self.look_back and not self._cost_pause and not self._held
 
     def look_back_rows(self) -> int:
