@@ -657,14 +657,15 @@ class AdaptivePolicy:
 
     @property
     def listens(self) -> bool:
-        return (self.listen or self._gates_look) and self._probes
+        return (self.listen or self._hears_pause) and self._probes
 
     @property
-    def _gates_look(self) -> bool:
-        return self.sure_look and self.look_back and self._paused_left > 0 and not self._cost_pause
+    def _hears_pause(self) -> bool:
+        """A pause whose end waits for a sure target is running: its plain steps' confidence is kept."""
+        return self._paused_left > 0 and self._gates_sure()
 
     def observe_target(self, confidence: float, source: str, first_accepted: bool | None) -> None:
-        if self._gates_look and first_accepted is None:
+        if self._hears_pause and first_accepted is None:
             self._sure.append(confidence)
         if not (self.listen and self._probes):
             return
@@ -690,8 +691,7 @@ class AdaptivePolicy:
         """A pause is over (its wait ran out, or the target said the text got easier): look back on
         it, or probe again, with fresh evidence. A pause on the costs alone always probes: its probe
         re-measures the verification costs, which looking back does not."""
-        if (self._probes and self._gates_sure() and self._sure
-                and sum(self._sure) / len(self._sure) < LOOK_CONFIDENCE):
+        if self._probes and self._gates_sure() and target_unsure(self._sure):
             # The target was unsure of what it wrote: text the drafter seldom guesses; wait, not look.
             self._sure.clear()
             self._paused_left = self.first_probe_tokens
@@ -973,6 +973,13 @@ HOLD_MARGIN = 1.3
 LOOK_CONFIDENCE = 0.85
 
 
+def target_unsure(heard: Sequence[float]) -> bool:
+    """Whether the target was unsure of the tokens it wrote (the mean of its top probability at each
+    step's first row under ``LOOK_CONFIDENCE``): a look back over them is not worth its cost. False where
+    nothing was heard."""
+    return bool(heard) and sum(heard) / len(heard) < LOOK_CONFIDENCE
+
+
 @dataclass(frozen=True)
 class ReplyDrafting:
     """Which drafters one adaptive reply drafts with (``plan_drafting``)."""
@@ -1054,9 +1061,9 @@ class SwitchingPolicy:
     def draft_length(self) -> int:
         model = self.model
         if self.lookup_first and model.looking and self._heard:
-            sure = sum(self._heard) / len(self._heard)
+            unsure = target_unsure(self._heard)
             self._heard.clear()
-            if sure < LOOK_CONFIDENCE:  # not worth a look: hold again (``LOOK_CONFIDENCE``)
+            if unsure:  # not worth a look: hold again
                 model.hold(HOLD_TOKENS, HOLD_TOKENS, HOLD_MARGIN)
         step = self._step = self._current()
         self._use_lookup(step is self.lookup)
