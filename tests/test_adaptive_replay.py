@@ -190,6 +190,35 @@ def test_the_positions_table_sets_the_rules_chance_beside_what_was_accepted(repl
     assert lines[2].split() == ["code", "0.50", "/", "0.33", "(3)", "0.50", "/", "1.00", "(1)", "-"]
 
 
+def test_the_losses_table_charges_each_kind_of_step_its_time_beyond_plain(replay: ModuleType) -> None:
+    from types import SimpleNamespace
+
+    def step(state: str, source: str, drafted: int, accepted: int, draft_s: float, verify_s: float,
+             catch_up_s: float = 0.0, explore: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(state=state, source=source, drafted=drafted, accepted=accepted,
+                               draft_s=draft_s, verify_s=verify_s, catch_up_s=catch_up_s, explore=explore)
+
+    plain = 0.1  # one plain pass
+    steps = [
+        ("creative", step("draft", "draft", 0, 0, 0.02, 0.1, catch_up_s=0.03)),  # a look for nothing: +0.05
+        ("creative", step("paused", "", 0, 0, 0.0, 0.1)),  # a plain step: nothing
+        ("creative", step("look back", "", 0, 0, 0.0, 0.1, catch_up_s=0.2)),  # the look back's batch: +0.2
+        ("creative", step("probe", "draft", 3, 0, 0.06, 0.2, explore=True)),  # +0.16
+        ("creative", step("draft", "draft", 4, 4, 0.08, 0.22)),  # five tokens in 0.3 s: -0.2
+        ("code", step("draft", "ngram", 8, 8, 0.0, 0.3)),  # lookup: nine tokens in 0.3 s: -0.6
+    ]
+    assert [replay.step_kind(s) for _, s in steps] == ["declined", "plain", "look back", "probe", "drafted",
+                                                       "lookup"]
+    lines = replay.losses_table(steps, plain)
+    assert lines[0].split() == ["category", "all", "drafted", "lookup", "probe", "declined", "look", "back",
+                                "plain"]
+    # code: nine tokens, 0.9 s plain; lookup saved 0.6 s of it.
+    assert lines[1].split() == ["code", "-66.7", "-", "-66.7", "(1)", "-", "-", "-", "-"]
+    # creative: nine tokens, 0.9 s plain; +0.05 +0.2 +0.16 -0.2 = +0.21 s.
+    assert lines[2].split() == ["creative", "23.3", "-22.2", "(1)", "-", "17.8", "(1)", "5.6", "(1)", "22.2",
+                                "(1)", "0.0", "(1)"]
+
+
 def test_the_switch_study_leaves_lookup_for_the_draft_model_only_where_its_answers_pay(
     replay: ModuleType, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -32,7 +32,9 @@ every reply instead of the engine's choice (``DrafterChoice``); with both, ``ada
 faster of the two per reply, a choice made in hindsight. ``--bound`` adds the hindsight bound
 (``Hindsight``): the fastest any policy drafting with the draft model could have been, knowing where
 the drafter is right. ``--positions`` adds, for each adaptive mode, the stop rule's predicted chance
-of acceptance by draft position against the share of those tokens accepted (``positions_table``).
+of acceptance by draft position against the share of those tokens accepted (``positions_table``);
+``--losses`` where each adaptive mode's time went against plain decoding, by kind of step
+(``losses_table``).
 ``--switch N,H,M`` adds ``adaptive/switch``, the study that preceded the engine's ``SwitchingPolicy``
 (``Switch``): where the engine chose lookup alone for a reply, the draft model takes over after N tokens
 if the drafter's answers over them show drafting paying by M and H tokens of that gain pay its
@@ -618,7 +620,7 @@ def replay(args: argparse.Namespace) -> None:
             pipe = Pipeline(arm, curve, calibration, data["n_vocab"], eogs, clock, saved)
             if arm == "adaptive":
                 adaptive_saved = saved
-            if args.positions and arm in adaptive:
+            if (args.positions or args.losses) and arm in adaptive:
                 from localchat.engine.decision_trace import DecisionTrace
 
                 pipe.trace = DecisionTrace()
@@ -659,7 +661,13 @@ def replay(args: argparse.Namespace) -> None:
     if switched:
         print()
         print(f"{SWITCH}: " + ", ".join(f"{pid} {what}" for pid, what in switched.items()))
-    for arm, kept in steps.items():
+    for arm, kept in steps.items() if args.losses else ():
+        print()
+        print(f"{arm}: time lost against plain decoding writing the same tokens, by kind of step, in % of "
+              f"plain decoding's time (negative: time saved; steps in brackets)")
+        for line in losses_table(kept, curve["verify_ms"][1] / 1000):
+            print(line)
+    for arm, kept in steps.items() if args.positions else ():
         print()
         print(f"{arm}: the stop rule's kept tokens by draft position (floor's left out): the chance it gave "
               f"that every token up to there is accepted, against how often they were")
@@ -669,6 +677,49 @@ def replay(args: argparse.Namespace) -> None:
               f"token before it was")
         for line in positions_table(kept, given_earlier=True):
             print(line)
+
+
+# The kinds of step of ``losses_table``, in its order.
+LOSS_KINDS = ("drafted", "lookup", "probe", "declined", "look back", "plain")
+
+
+def step_kind(step: Any) -> str:
+    """What a recorded step (``decision_trace.StepRecord``) spent its time on: "drafted" (the draft model
+    drafted), "lookup" (lookup alone drafted), "probe" (drafting that ends a pause), "declined" (the drafter
+    was asked and drafted nothing: a catch-up and a look for nothing), "look back" (the catch-up that ends a
+    pause), "plain" (a plain step: the drafter was not asked)."""
+    if step.state == "look back":
+        return "look back"
+    if not step.source:
+        return "plain"
+    if step.explore:
+        return "probe"
+    if step.drafted == 0:
+        return "declined"
+    return "drafted" if step.source == "draft" else "lookup"
+
+
+def losses_table(steps: Sequence[tuple[str, Any]], plain_s: float) -> list[str]:
+    """Per category: the seconds each kind of step (``step_kind``) took beyond plain decoding's for the
+    tokens it wrote (one plain pass, ``plain_s``, per token), in % of plain decoding's time for all the
+    category's tokens; where speculation lost on a text, and what to. A plain step loses nothing in a replay
+    (its pass is priced at ``plain_s``); in a measured run it shows the noise."""
+    lost: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0]))
+    plain: dict[str, float] = defaultdict(float)
+    for category, step in steps:
+        tokens = step.accepted + 1
+        plain[category] += tokens * plain_s
+        cell = lost[category][step_kind(step)]
+        cell[0] += step.draft_s + step.catch_up_s + step.verify_s - tokens * plain_s
+        cell[1] += 1
+    lines = [f"{'category':12s}{'all':>9s}" + "".join(f"{k:>16s}" for k in LOSS_KINDS)]
+    for category in sorted(plain):
+        base = plain[category] / 100
+        seen = lost[category]
+        cells = [f"{seen[k][0] / base:6.1f} ({seen[k][1]})" if k in seen else "-" for k in LOSS_KINDS]
+        total = sum(s for s, _ in seen.values()) / base
+        lines.append(f"{category:12s}{total:9.1f}" + "".join(f"{c:>16s}" for c in cells))
+    return lines
 
 
 def positions_table(steps: Sequence[tuple[str, Any]], most: int = 4,
@@ -769,6 +820,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--positions", action="store_true",
                    help="also print, per category and draft position, the stop rule's predicted chance of "
                         "acceptance against the share accepted (adaptive modes)")
+    p.add_argument("--losses", action="store_true",
+                   help="also print, per category, the time each kind of step (drafting, a look that drafted "
+                        "nothing, a look back, a probe) lost against plain decoding (adaptive modes)")
     p.add_argument("--switch", metavar="N,H,MARGIN",
                    help="also replay adaptive/switch (class Switch), a rule the engine does not have: where "
                         "the engine chose lookup alone, the draft model after N tokens if they show drafting "

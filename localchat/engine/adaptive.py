@@ -600,7 +600,7 @@ class AdaptivePolicy:
                 predicted_verify, predicted_draft,
                 (self._declined_conf, self._declined_hit) if self._declined_hit is not None else None,
                 self._calibration.shift.offset if isinstance(self._calibration, ConversationCalibration)
-                else 0.0, self._spec_gain, self.reason))
+                else 0.0, self._spec_gain, self.reason, catch_up_s))
         self._decisions = []
         self._declined_hit = None
 

@@ -54,6 +54,7 @@ class StepRecord:
     offset: float  # the conversation's calibration offset (log-odds) after the step
     gain: float | None  # the window's measured speed-up over plain decoding after the step
     reason: str  # why the policy is paused, if it is
+    catch_up_s: float = 0.0  # the drafter's catch-up batch before the step (a look back's is all of it)
 
 
 @dataclass
