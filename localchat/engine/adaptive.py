@@ -356,7 +356,8 @@ class AdaptivePolicy:
     _acc_rate: float | None = None
     _paused_left: int = 0
     _backoff: int = 1
-    _reason: str = ""
+    _reason: str = ""  # what the status shows while paused: why (``_why``), then what comes next
+    _why: str = ""  # what paused it, without what comes next (``_say``)
     _pause_gain: float | None = None
     _next_plain: bool = True  # a plain step measures plain speed (first step, if not yet measured)
     # Looking at the next token costs a drafter pass even when nothing is worth drafting. Per
@@ -546,7 +547,7 @@ class AdaptivePolicy:
             self._paused_left = 0
             self._held = False
             self._backoff = 1
-            self._reason = ""
+            self._reason = self._why = ""
             self._pause_gain = None
             self._cost_pause = False
         self._fresh_window()
@@ -695,9 +696,8 @@ class AdaptivePolicy:
             # The target was unsure of what it wrote: text the drafter seldom guesses; wait, not look.
             self._sure.clear()
             self._paused_left = self.first_probe_tokens
-            why = self._reason.split("; retrying in")[0] or "speculation paused"
-            self._reason = (f"{why}; the text is still hard to guess, looking again in "
-                            f"{self._paused_left} tokens")
+            self._say(self._why or "speculation paused",
+                      f"the text is still hard to guess, looking again in {self._paused_left} tokens")
             return
         self._sure.clear()
         self._fresh_window()
@@ -733,7 +733,7 @@ class AdaptivePolicy:
         if self._paused_left < tokens:
             self._paused_left = tokens
             self._held = True
-            self._reason = ""
+            self._reason = self._why = ""
             self._pause_gain = None
 
     def release_hold(self) -> None:
@@ -779,8 +779,8 @@ class AdaptivePolicy:
         self._pause(gain, self.acceptance() or 0.0)
         # What paused it is what drafting would have got, not a speed measured: no figure to show as one.
         self._pause_gain = None
-        self._reason = (f"speculation paused: over the last {len(looked)} tokens drafting would have "
-                        f"reached {gain:.2f}x at best; retrying in {self._paused_left} tokens")
+        self._say(f"speculation paused: over the last {len(looked)} tokens drafting would have reached "
+                  f"{gain:.2f}x at best", f"retrying in {self._paused_left} tokens")
 
     def _looked_gain(self, looked: Sequence[tuple[float, bool]]) -> float:
         """The speed-up over plain decoding that drafting the drafter's confident tokens would have
@@ -846,18 +846,23 @@ class AdaptivePolicy:
         self._cost_pause = False
         self._probe_left = 0
         tokens = self._wait(short)
-        self._reason = (
-            f"speculation paused: {gain:.2f}x at acceptance {acceptance:.2f}; retrying in {tokens} tokens"
-        )
+        self._say(f"speculation paused: {gain:.2f}x at acceptance {acceptance:.2f}",
+                  f"retrying in {tokens} tokens")
         self._pause_gain = gain
+
+    def _say(self, why: str, then: str) -> None:
+        """The pause's reason: what paused it, kept apart (a wait that runs on says it again with what
+        comes next), then what comes next."""
+        self._why = why
+        self._reason = f"{why}; {then}"
 
     def _pause_at_most(self, best: float, first: bool = False) -> None:
         """Pause on the costs alone: even the drafter's surest tokens cannot pay on them. The first
         such pause of a conversation is short (``first_probe_tokens``): the costs may have been
         measured through a busy moment, and the probe that ends it measures again."""
         tokens = self._wait(first)
-        self._reason = (f"speculation paused: on this machine's measured costs the drafter can reach "
-                        f"{best:.2f}x at best; retrying in {tokens} tokens")
+        self._say(f"speculation paused: on this machine's measured costs the drafter can reach {best:.2f}x "
+                  f"at best", f"retrying in {tokens} tokens")
         self._cost_pause = True
 
     def _wait(self, short: bool) -> int:

@@ -952,6 +952,11 @@ def test_a_pause_looks_back_only_where_the_target_was_sure_of_what_it_wrote() ->
         assert p.paused and p.draft_length() == 0 and p.look_back_rows() == 0
         assert p.reason.startswith("speculation paused: ") and "retrying" not in p.reason, p.reason
         assert p.reason.endswith("the text is still hard to guess, looking again in 16 tokens"), p.reason
+        waiting = p.reason
+        for _ in range(16):  # still hard: the wait runs on, and says so once, not once per wait
+            p.observe(0, 0, 0.0, 0.06, "")
+            p.observe_target(sure, "", None)
+        assert p.paused and p.reason == waiting
         for _ in range(16):  # the text gets easier: the next wait ends with a look
             p.observe(0, 0, 0.0, 0.06, "")
             p.observe_target(0.95, "", None)
