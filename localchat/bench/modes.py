@@ -56,6 +56,8 @@ ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive-alwayslook": {"sure_look": False},
     # Each process chooses between the draft model and lookup alone afresh, not from a saved profile's choice.
     "adaptive-rechoose": {"keep_choice": False},
+    # A lookup draft beside the draft model is kept whole at lookup's own length, as before.
+    "adaptive-freelookup": {"plan_lookup": False},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

@@ -344,6 +344,8 @@ class AdaptivePolicy:
     _held: bool = False  # the pause is a hold (``hold``), not a measured loss
     # The tokens after a draft's first priced with an offset of their own (``ConversationCalibration``).
     later: bool = False
+    # A lookup draft beside the draft model is planned on the costs (``CostStopRule.plan_lookup``).
+    plan_lookup: bool = True
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
     trace: DecisionTrace | None = None
 
@@ -414,7 +416,7 @@ class AdaptivePolicy:
         return cls(cost, floor=variant.floor, probe=not before, charge_catch_up=not before,
                    listen=variant.listen, sticky_skip=variant.sticky_skip, early_pause=variant.early,
                    look_back=variant.look_back and not before, later=variant.later,
-                   sure_look=variant.sure_look, **kwargs)
+                   sure_look=variant.sure_look, plan_lookup=variant.plan_lookup, **kwargs)
 
     def __post_init__(self) -> None:
         self._calibration = ConversationCalibration(self.cost.calibration_for(self.source), later=self.later)
@@ -523,7 +525,8 @@ class AdaptivePolicy:
         rate = self._rate if len(self._window) >= self.rate_steps else None
         value = max(1.0 / t1, rate or 0.0)
         return CostStopRule(self.cost, self._calibration, value, self.cost.draft_token_s.get(self.source),
-                            floor=self._floor_now, floor_p_min=self.floor_p_min, log=self._decisions)
+                            floor=self._floor_now, floor_p_min=self.floor_p_min, log=self._decisions,
+                            lookup_planned=self.plan_lookup)
 
     @property
     def paused(self) -> bool:

@@ -471,12 +471,17 @@ class CombinedDrafter:
     prompt, often wrong; the model's are paid for but usually right. Both
     acceptance rates are tracked (``observe``), and lookup gets a retry now and
     then after it lost the lead, so it comes back when the reply starts copying.
+    Under a stop rule (adaptive) a lookup draft is cut where verifying it costs more
+    than its tokens are likely to earn, on lookup's record in the reply
+    (``lookup_chance``, ``StopRule.plan_lookup``): free to make is not free to verify.
     """
 
     RETRY_EVERY = 16
     MIN_MATCH = 3  # n-gram size below which a lookup draft is more often wrong than right
     MAX_LOOKUP = DRAFT_TOKENS_MAX
     LOOKUP_START = 4
+    LOOKUP_PRIOR = 0.7  # a lookup token's chance before the reply's own verdicts
+    LOOKUP_PRIOR_WEIGHT = 3.0
 
     def __init__(self, model: ModelDrafter, ngram: NgramDrafter, min_match: int = MIN_MATCH) -> None:
         self.model = model
@@ -493,6 +498,8 @@ class CombinedDrafter:
         self.model_rate = 0.7
         self._passed_over = 0
         self._lookup_len = 0  # doubles with each lookup draft accepted whole, 0 after a miss
+        # This reply's lookup drafts, per token: accepted, and runs ended by a rejection.
+        self._lookup_accepted, self._lookup_rejected = 0, 0
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
         self._start_reply()
@@ -516,7 +523,7 @@ class CombinedDrafter:
         if matched:
             if self.ngram_rate >= self.model_rate - 0.1 or self._passed_over >= self.RETRY_EVERY:
                 self._passed_over = 0
-                draft = self._lookup(tokens, start, params, rng)
+                draft = self._lookup(tokens, start, params, rng, stop)
                 if draft is not None:
                     return draft
             else:
@@ -524,8 +531,8 @@ class CombinedDrafter:
         draft = self.model.propose(tokens, n, params, rng, stop)
         if not draft.tokens and matched:
             # The model found nothing worth drafting (its stop rule declined): a lookup
-            # draft costs only its verification, so it is better than a plain step.
-            lookup = self._lookup(tokens, start, params, rng)
+            # draft costs only its verification, so where that pays it is better than a plain step.
+            lookup = self._lookup(tokens, start, params, rng, stop)
             if lookup is not None:
                 lookup.catch_up_seconds = draft.catch_up_seconds
                 lookup.passes = draft.passes
@@ -533,10 +540,25 @@ class CombinedDrafter:
                 return lookup
         return draft
 
+    def lookup_chance(self) -> float:
+        """The chance that this reply's next lookup token is accepted, those before it accepted: its
+        lookup drafts' tokens accepted over those and the runs a rejection ended, from a prior of
+        ``LOOKUP_PRIOR`` worth ``LOOKUP_PRIOR_WEIGHT`` tokens."""
+        a, r = self._lookup_accepted, self._lookup_rejected
+        return (a + self.LOOKUP_PRIOR * self.LOOKUP_PRIOR_WEIGHT) / (a + r + self.LOOKUP_PRIOR_WEIGHT)
+
     def _lookup(self, tokens: Sequence[int], start: int, params: SamplingParams,
-                rng: np.random.Generator) -> Draft | None:
+                rng: np.random.Generator, stop: StopRule | None = None) -> Draft | None:
         lookup_n = min(max(start, self._lookup_len), self.limit)
         draft = self.ngram.propose(tokens, lookup_n, params, rng)
+        if stop is not None and draft.tokens:
+            # Free to make, not to verify (``StopRule.plan_lookup``).
+            keep = stop.plan_lookup([self.lookup_chance()] * len(draft.tokens))
+            draft.tokens = draft.tokens[:keep]
+            if draft.dists is not None:
+                draft.dists = draft.dists[:keep]
+            if not keep:
+                return None
         return draft if len(draft.tokens) >= min(start, 2) else None
 
     def observe(self, source: str, drafted: int, accepted: int) -> None:
@@ -545,6 +567,8 @@ class CombinedDrafter:
         rate = accepted / drafted
         if source == self.ngram.name:
             self.ngram_rate += 0.2 * (rate - self.ngram_rate)
+            self._lookup_accepted += accepted
+            self._lookup_rejected += int(accepted < drafted)
             whole = accepted == drafted
             self._lookup_len = min(self.MAX_LOOKUP, 2 * max(self._lookup_len, drafted)) if whole else 0
         else:

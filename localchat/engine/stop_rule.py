@@ -46,6 +46,11 @@ class StopRule(Protocol):
         """How many of these already known draft tokens to keep (0: none)."""
         ...
 
+    def plan_lookup(self, chances: Sequence[float]) -> int:
+        """How many tokens of a lookup draft made beside the draft model to keep (0: none), given each
+        token's chance of acceptance, those before it accepted (lookup's own record in the reply)."""
+        ...
+
 
 class CostStopRule:
     """Token by token: draft the next token while what it is expected to earn pays for its cost.
@@ -60,7 +65,7 @@ class CostStopRule:
 
     def __init__(self, cost: CostModel, calibration: Calibration, value: float,
                  look_seconds: float | None = None, floor: int = 0, floor_p_min: float = 0.5,
-                 log: list[TokenDecision] | None = None) -> None:
+                 log: list[TokenDecision] | None = None, lookup_planned: bool = True) -> None:
         self.cost = cost
         self.calibration = calibration
         self.value = value
@@ -71,6 +76,9 @@ class CostStopRule:
         self.floor = floor
         self.floor_p_min = floor_p_min
         self.log = log  # the decisions, for a DecisionTrace (None: not kept)
+        # A lookup draft beside the draft model is planned (``plan_lookup``); False: kept whole, as
+        # before (``AdaptiveVariant.plan_lookup``).
+        self.lookup_planned = lookup_planned
         self._p = 1.0  # chance that every token kept so far is accepted
         self._q = 1.0  # the guess for the next token's chance (the last kept one's, at the next position)
         self._conf = 1.0
@@ -135,12 +143,26 @@ class CostStopRule:
         from a one-token pass to a two-token one (steep on a CPU with a quantized target) is
         weighed against every token that follows it: a long copy pays where a short one cannot.
         """
+        return self._plan([self.calibration.q_at(conf, k) for k, conf in
+                           enumerate(confidences[:DRAFT_TOKENS_MAX])])
+
+    def plan_lookup(self, chances: Sequence[float]) -> int:
+        """As ``plan``, for a lookup draft beside the draft model, from its tokens' chances (lookup's
+        record in the reply, ``CombinedDrafter.lookup_chance``): the draft model's calibration does not
+        price lookup's tokens. Free to make, such a draft was kept whole before; verifying it is not
+        free, and where a batch one token longer costs more than the token is likely to earn (a
+        quantized target's step at five tokens, a story whose lookups keep missing) it is cut there."""
+        if not self.lookup_planned:
+            return len(chances)
+        return self._plan(chances)
+
+    def _plan(self, chances: Sequence[float]) -> int:
         t1 = self.cost.t_verify(1)
         if t1 is None:
             return 0
         best_k, best_gain, expected, p = 0, 0.0, 0.0, 1.0
-        for k, conf in enumerate(confidences[:DRAFT_TOKENS_MAX], start=1):
-            p *= self.calibration.q_at(conf, k - 1)
+        for k, q in enumerate(chances[:DRAFT_TOKENS_MAX], start=1):
+            p *= q
             expected += p
             tv = self.cost.t_verify(k + 1)
             if tv is None:

@@ -183,6 +183,10 @@ class AdaptiveVariant:
     # The choice between the draft model and lookup alone goes on from the one a saved profile kept
     # (``adaptive.DrafterChoice``); False: each process chooses afresh, as before (``adaptive-rechoose``).
     keep_choice: bool = True
+    # A lookup draft made beside the draft model (``draft_sources.CombinedDrafter``) is cut where its
+    # verification costs more than its tokens are likely to earn (``CostStopRule.plan_lookup``); False:
+    # kept whole at lookup's own length, as before (``adaptive-freelookup``).
+    plan_lookup: bool = True
 
     def __post_init__(self) -> None:
         if self.early not in get_args(EarlyPause):

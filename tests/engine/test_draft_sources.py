@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 
 from localchat.engine.draft_sources import CombinedDrafter, Draft, NgramDrafter
 from localchat.engine.types import SamplingParams
@@ -72,13 +73,14 @@ def test_lookup_stands_in_when_the_model_finds_nothing_worth_drafting() -> None:
     for _ in range(5):  # lookup lost the lead in this reply: the model is asked first
         drafter.observe("n-gram", 4, 0)
     greedy, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
-    draft = drafter.propose(context, 16, greedy, rng, stop=object())
+    keep_all = _Plan(keep=16)
+    draft = drafter.propose(context, 16, greedy, rng, stop=keep_all)
     assert model.calls == 1
     assert draft.source == "n-gram" and draft.tokens == text[5:9]  # lookup's own start length
     assert draft.catch_up_seconds == 0.25  # the model's catch-up stays accounted for
     # Without a match there is nothing to stand in: the model's empty draft (a plain step).
     other = [*text, 1, 2, 3]
-    assert drafter.propose(other, 16, greedy, rng, stop=object()).tokens == []
+    assert drafter.propose(other, 16, greedy, rng, stop=keep_all).tokens == []
 
 
 class _Plan:
@@ -98,6 +100,10 @@ class _Plan:
         self.asked.append(list(confidences))
         return self.keep
 
+    def plan_lookup(self, chances: Sequence[float]) -> int:
+        self.asked.append(list(chances))
+        return min(self.keep, len(chances))
+
 
 def test_lookup_with_a_stop_rule_keeps_the_planned_length_and_reports_its_confidence() -> None:
     from localchat.engine.draft_sources import match_confidence
@@ -112,3 +118,40 @@ def test_lookup_with_a_stop_rule_keeps_the_planned_length_and_reports_its_confid
     assert match_confidence(3) < match_confidence(8) <= 0.95
     none = ngram.propose(text, 8, SamplingParams(temperature=0.0), np.random.default_rng(0), _Plan(0))
     assert none.tokens == [] and none.confidence == []
+
+
+def test_a_lookup_draft_beside_the_model_is_cut_where_its_verification_costs_more_than_it_earns() -> None:
+    """Lookup drafts cost nothing to make but their verification: on a curve where a batch of five
+    costs nearly three plain steps, four tokens from a reply whose lookups keep missing are not worth
+    verifying. Beside the draft model, the stop rule plans them on lookup's own record in this reply
+    (``CombinedDrafter.lookup_chance``), not on the draft model's calibration; the rule before
+    (``lookup_planned=False``) keeps it whole."""
+    from localchat.engine.stop_rule import CostStopRule
+    from tests.engine.cost_curves import calibrated
+
+    steep = calibrated({1: 61.0, 2: 99.0, 3: 108.0, 4: 116.0, 5: 177.0, 8: 179.0, 16: 296.0})
+    text = list(range(100, 140))
+    context = [*text, *text[:5]]
+    drafter = CombinedDrafter(ScriptedModel(drafts=False), NgramDrafter())  # type: ignore[arg-type]
+    drafter.prefill(context, lambda: False)
+    greedy, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
+
+    def rule() -> CostStopRule:
+        return CostStopRule(steep, steep.calibration_for("draft"), value=1 / 0.061)
+
+    assert drafter.lookup_chance() == pytest.approx(CombinedDrafter.LOOKUP_PRIOR)
+    draft = drafter.propose(context, 16, greedy, rng, stop=rule())
+    # At the prior (0.7 a token) three tokens pay on this curve, a fourth (a batch of five) does not.
+    assert draft.source == "n-gram" and draft.tokens == text[5:8]
+    for _ in range(3):
+        drafter.observe("n-gram", 3, 0)  # every lookup draft of this reply rejected at its first token
+    assert drafter.lookup_chance() < 0.35
+    assert drafter.propose(context, 16, greedy, rng, stop=rule()).tokens == []  # a plain step instead
+    for _ in range(10):
+        drafter.observe("n-gram", 4, 4)  # the reply starts copying: accepted whole
+    assert drafter.lookup_chance() > 0.85
+    assert len(drafter.propose(context, 16, greedy, rng, stop=rule()).tokens) >= 7
+    drafter.prefill(context, lambda: False)  # a new reply starts from the prior again
+    assert drafter.lookup_chance() == pytest.approx(CombinedDrafter.LOOKUP_PRIOR)
+    before = CostStopRule(steep, steep.calibration_for("draft"), value=1 / 0.061, lookup_planned=False)
+    assert drafter.propose(context, 16, greedy, rng, stop=before).tokens == text[5:9]

@@ -66,6 +66,23 @@ def test_a_known_draft_is_kept_only_where_its_whole_length_pays() -> None:
     assert 0 < f16.plan([0.95] * 3) <= 3
 
 
+def test_a_draft_of_known_chances_is_planned_as_one_of_known_confidences() -> None:
+    """``plan`` prices a draft from the drafter's confidences through its calibration; ``plan_lookup``
+    from chances already known (a lookup beside the draft model, on its own record): the same plan.
+    The rule before (``lookup_planned=False``) kept such a draft whole."""
+    cost = calibrated(Q4_CURVE)
+    cal = Calibration()
+    rule = CostStopRule(cost, cal, value=1 / 0.0277)
+    for conf in (0.6, 0.9, 0.95):
+        chances = [cal.q_at(conf, k) for k in range(16)]
+        assert rule.plan([conf] * 16) == rule.plan_lookup(chances)
+    assert rule.plan_lookup([0.95] * 16) >= 12
+    assert rule.plan_lookup([0.5] * 16) == 0
+    assert rule.plan_lookup([]) == 0
+    before = CostStopRule(cost, cal, value=1 / 0.0277, lookup_planned=False)
+    assert before.plan_lookup([0.5] * 6) == 6
+
+
 def test_the_plan_follows_what_verification_accepted() -> None:
     """A match size whose drafts keep failing is no longer drafted: its bin learns the acceptance."""
     cost = calibrated(Q4_CURVE)
