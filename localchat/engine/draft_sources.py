@@ -500,6 +500,9 @@ class CombinedDrafter:
         self._lookup_len = 0  # doubles with each lookup draft accepted whole, 0 after a miss
         # This reply's lookup drafts, per token: accepted, and runs ended by a rejection.
         self._lookup_accepted, self._lookup_rejected = 0, 0
+        # A lookup draft the plan cut to nothing: (where it would have started, its tokens), judged
+        # against the reply's tokens at the next step (``_judge_unverified``).
+        self._unverified: tuple[int, list[int]] | None = None
 
     def prefill(self, tokens: Sequence[int], should_cancel: Callable[[], bool]) -> None:
         self._start_reply()
@@ -518,6 +521,7 @@ class CombinedDrafter:
         # that copies), each one goes twice as far, past the length chosen for the model.
         # With a stop rule the model's length is open-ended, so lookup starts from its own.
         start = min(n, self.LOOKUP_START) if stop is not None else n
+        self._judge_unverified(tokens)
         size, _ = self.ngram.match(tokens)
         matched = size >= self.min_match
         if matched:
@@ -547,6 +551,23 @@ class CombinedDrafter:
         a, r = self._lookup_accepted, self._lookup_rejected
         return (a + self.LOOKUP_PRIOR * self.LOOKUP_PRIOR_WEIGHT) / (a + r + self.LOOKUP_PRIOR_WEIGHT)
 
+    def _judge_unverified(self, tokens: Sequence[int]) -> None:
+        """Count the lookup draft the plan cut to nothing at the last step as verification would have:
+        its tokens against those the reply went on with. A reply whose first lookups missed must still
+        be able to show that it copies now (structured output repeating its keys, an edit past its
+        opening sentence): a draft never verified is never judged, and its record would stay low for
+        the rest of the reply. Free: the tokens are known."""
+        if self._unverified is None:
+            return
+        at, proposed = self._unverified
+        self._unverified = None
+        written = tokens[at : at + len(proposed)]
+        accepted = 0
+        while accepted < len(written) and written[accepted] == proposed[accepted]:
+            accepted += 1
+        self._lookup_accepted += accepted
+        self._lookup_rejected += int(accepted < len(written))
+
     def _lookup(self, tokens: Sequence[int], start: int, params: SamplingParams,
                 rng: np.random.Generator, stop: StopRule | None = None) -> Draft | None:
         lookup_n = min(max(start, self._lookup_len), self.limit)
@@ -554,6 +575,8 @@ class CombinedDrafter:
         if stop is not None and draft.tokens:
             # Free to make, not to verify (``StopRule.plan_lookup``).
             keep = stop.plan_lookup([self.lookup_chance()] * len(draft.tokens))
+            if not keep:
+                self._unverified = (len(tokens), list(draft.tokens))
             draft.tokens = draft.tokens[:keep]
             if draft.dists is not None:
                 draft.dists = draft.dists[:keep]

@@ -155,3 +155,34 @@ def test_a_lookup_draft_beside_the_model_is_cut_where_its_verification_costs_mor
     assert drafter.lookup_chance() == pytest.approx(CombinedDrafter.LOOKUP_PRIOR)
     before = CostStopRule(steep, steep.calibration_for("draft"), value=1 / 0.061, lookup_planned=False)
     assert drafter.propose(context, 16, greedy, rng, stop=before).tokens == text[5:9]
+
+
+def test_a_lookup_draft_cut_to_nothing_is_judged_against_what_the_reply_wrote() -> None:
+    """A reply whose first lookups missed is not shut out of lookup for good: the draft the plan cut
+    to nothing is compared with the tokens the reply went on with, as verification would have judged
+    it, so lookup's record rises where the reply starts copying (and falls where it does not)."""
+    from localchat.engine.stop_rule import CostStopRule
+    from tests.engine.cost_curves import calibrated
+
+    steep = calibrated({1: 61.0, 2: 99.0, 3: 108.0, 4: 116.0, 5: 177.0, 8: 179.0, 16: 296.0})
+    text = list(range(100, 140))
+    drafter = CombinedDrafter(ScriptedModel(drafts=False), NgramDrafter())  # type: ignore[arg-type]
+    greedy, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
+    rule = CostStopRule(steep, steep.calibration_for("draft"), value=1 / 0.061)
+    context = [*text, *text[:5]]
+    drafter.prefill(context, lambda: False)
+    for _ in range(3):
+        drafter.observe("n-gram", 3, 0)
+    low = drafter.lookup_chance()
+    assert drafter.propose(context, 16, greedy, rng, stop=rule).tokens == []  # cut to nothing
+    # The reply went on as lookup had proposed: four of its tokens right, then the context moved on.
+    copied = [*context, *text[5:9]]
+    drafter.propose(copied, 16, greedy, rng, stop=rule)
+    assert drafter.lookup_chance() > low
+    # And where it went on otherwise, the record falls.
+    for _ in range(4):
+        drafter.observe("n-gram", 3, 0)
+    before = drafter.lookup_chance()
+    assert drafter.propose(copied, 16, greedy, rng, stop=rule).tokens == []  # cut again
+    drafter.propose([*copied, 7, 7], 16, greedy, rng, stop=rule)
+    assert drafter.lookup_chance() < before
