@@ -524,16 +524,18 @@ class CombinedDrafter:
         self._judge_unverified(tokens)
         size, _ = self.ngram.match(tokens)
         matched = size >= self.min_match
+        tried = False  # lookup was tried at this step and came to nothing: the same again would too
         if matched:
             if self.ngram_rate >= self.model_rate - 0.1 or self._passed_over >= self.RETRY_EVERY:
                 self._passed_over = 0
                 draft = self._lookup(tokens, start, params, rng, stop)
                 if draft is not None:
                     return draft
+                tried = True
             else:
                 self._passed_over += 1
         draft = self.model.propose(tokens, n, params, rng, stop)
-        if not draft.tokens and matched:
+        if not draft.tokens and matched and not tried:
             # The model found nothing worth drafting (its stop rule declined): a lookup
             # draft costs only its verification, so where that pays it is better than a plain step.
             lookup = self._lookup(tokens, start, params, rng, stop)
@@ -562,9 +564,7 @@ class CombinedDrafter:
         at, proposed = self._unverified
         self._unverified = None
         written = tokens[at : at + len(proposed)]
-        accepted = 0
-        while accepted < len(written) and written[accepted] == proposed[accepted]:
-            accepted += 1
+        accepted = common_prefix(written, proposed)
         self._lookup_accepted += accepted
         self._lookup_rejected += int(accepted < len(written))
 
@@ -577,11 +577,10 @@ class CombinedDrafter:
             keep = stop.plan_lookup([self.lookup_chance()] * len(draft.tokens))
             if not keep:
                 self._unverified = (len(tokens), list(draft.tokens))
+                return None
             draft.tokens = draft.tokens[:keep]
             if draft.dists is not None:
                 draft.dists = draft.dists[:keep]
-            if not keep:
-                return None
         return draft if len(draft.tokens) >= min(start, 2) else None
 
     def observe(self, source: str, drafted: int, accepted: int) -> None:
