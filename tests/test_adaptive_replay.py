@@ -243,3 +243,18 @@ def test_the_switch_study_leaves_lookup_for_the_draft_model_only_where_its_answe
     rest = right.after(16)
     assert rest.prompt == [*right.prompt, *right.reply[:16]] and rest.reply == right.reply[16:]
     assert rest.greedy == right.greedy[16:] and len(rest.conf) == len(rest.greedy)
+
+
+def test_an_order_is_the_recorded_one_or_a_shuffle_that_a_seed_repeats(replay: ModuleType) -> None:
+    replies = []
+    for k in range(12):
+        r = _recorded(replay, 4, set())
+        r.id, r.category = f"p{k}", ("code", "chat", "creative")[k // 4]
+        replies.append(r)
+    assert replay.ordered(replies, 0) == replies
+    once, again, other = (replay.ordered(replies, s) for s in (1, 1, 2))
+    assert once == again and once != replies and other != once
+    assert sorted(r.id for r in once) == sorted(r.id for r in replies)
+    # Shuffled, a category's replies no longer come one after another (what it learns meets the others').
+    kinds = [r.category for r in once]
+    assert kinds != sorted(kinds, key=["code", "chat", "creative"].index)

@@ -24,6 +24,8 @@ clock that advances by the curve's cost of each pass. Each policy runs the promp
 pipeline of its own (a fresh install: costs calibrated at load, the pair's acceptance learnt reply
 after reply), as ``localchat bench --fresh`` runs them; with ``--saved``, from the speculation profile
 (engine/profile.py) that a first run over the same prompts leaves, as a later process loads it.
+``--order SEED`` answers the prompts shuffled (the recorded order is category by category): what a
+policy learns on one reply carries to the next, so a category's figure moves with what came before it.
 Printed per prompt and category: each policy's speed over plain decoding on the curve, the best
 fixed length per prompt in hindsight, and adaptive / best fixed. ``--curve`` replays on another
 recording's curve (another thread count or machine): the text is this recording's, the costs that
@@ -54,6 +56,7 @@ import copy
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -574,6 +577,17 @@ def read_curve(recording: dict[str, Any]) -> dict[str, dict[int, float]]:
             for key in ("verify_ms", "draft_ms")}
 
 
+def ordered(replies: list[Recorded], seed: int) -> list[Recorded]:
+    """The replies in the order a run answers them: as recorded (``seed`` 0, categories one after another),
+    or shuffled by ``seed``. What a policy learns on one reply (its calibration, the costs, the verdicts)
+    carries to the next, so one order is one sample of a policy's figures, not the figures."""
+    if seed == 0:
+        return list(replies)
+    out = list(replies)
+    random.Random(seed).shuffle(out)
+    return out
+
+
 def replay(args: argparse.Namespace) -> None:
     import localchat.engine.speculative  # noqa: F401  (imported before the clock is replaced)
 
@@ -593,7 +607,7 @@ def replay(args: argparse.Namespace) -> None:
     eogs = {p["eog"] for p in data["prompts"] if p["eog"] is not None} | {data["eos"]}
     fallback = data["eos"]
     replies = [Recorded(p, fallback) for p in data["prompts"]]
-    replies = select(replies, args.only.split(",") if args.only else None, args.limit)
+    replies = ordered(select(replies, args.only.split(",") if args.only else None, args.limit), args.order)
     clock = Clock()
     real = time.perf_counter
     time.perf_counter = clock
@@ -815,6 +829,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "instead of the engine's choice (with both: adaptive/either, the faster per reply)")
     p.add_argument("--only", help="categories to replay (comma-separated)")
     p.add_argument("--limit", type=int, default=0, help="the first N prompts per category (0: all)")
+    p.add_argument("--order", type=int, default=0, metavar="SEED",
+                   help="answer the prompts shuffled by this seed (0: as recorded, category by category)")
     p.add_argument("--saved", action="store_true",
                    help="start each mode from the profile that a first run over the prompts saved")
     p.add_argument("--positions", action="store_true",
