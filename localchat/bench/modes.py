@@ -58,6 +58,8 @@ ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive-rechoose": {"keep_choice": False},
     # A lookup draft beside the draft model is kept whole at lookup's own length, as before.
     "adaptive-freelookup": {"plan_lookup": False},
+    # A choice of lookup alone made on a first estimate of the draft model's best case is held as any other.
+    "adaptive-lockfirst": {"provisional_choice": False},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

@@ -100,27 +100,39 @@ DRAFT_MODEL_RETURN = 1.15
 class DrafterChoice:
     """Adaptive speculation's choice between the draft model and lookup alone, for one pair
     (``Engine._choose_drafter``): lookup alone below ``DRAFT_MODEL_MIN_BEST``, and, once chosen, until
-    the best case reaches that line times ``DRAFT_MODEL_RETURN``. The choice is kept in the cost model
-    (``CostModel.lookup_alone``), whose profile a later process starts from: the best case a saved
-    profile gives is higher than the first process's (its drafter's surest tokens are priced at the
-    acceptance learnt instead of ``SURE_ACCEPTANCE``), and without the choice that process would
+    the best case reaches that line times ``DRAFT_MODEL_RETURN``, unless it was chosen on a first
+    estimate (``provisional``: the drafter's surest tokens not yet judged often enough to price them,
+    ``CostModel.sure_known``), which the next choice makes afresh at the line. The choice is kept in
+    the cost model (``CostModel.lookup_alone``), whose profile a later process starts from: the best
+    case a saved profile gives is higher than the first process's (its drafter's surest tokens are
+    priced at the acceptance learnt instead of ``SURE_ACCEPTANCE``), and without the choice that process would
     decide afresh from it, above the line where the one before had given way."""
 
     lookup_alone: bool = False
     _started: bool = False
+    _provisional: bool = False  # the last choice was made on a first estimate of the best case
 
-    def choose_lookup(self, best: float | None, cost: CostModel | None = None) -> bool:
+    def choose_lookup(self, best: float | None, cost: CostModel | None = None,
+                      provisional: bool = False) -> bool:
         """Whether the next reply drafts by lookup alone, given the draft model's best case on the
         measured costs (``draft_model_best_case``; None: not known yet, the draft model). ``cost``:
         the choice a saved profile restored is where the first reply of this process starts from,
-        and this one is kept there for the next profile."""
+        and this one is kept there for the next profile. ``provisional``: ``best`` is a first estimate
+        (the surest tokens priced at ``SURE_ACCEPTANCE`` for want of evidence), so a choice of lookup
+        made on it does not hold the draft model to the higher line that a measured one does. Before
+        the evidence, every Q8_0 curve replayed gave 1.31-1.42x, around the line; after it 1.55-1.95x.
+        Held to the higher line (1.61x), a first estimate under it kept lookup alone for good where the
+        draft model paid: the Xeon's Q8_0 target with the F16 drafter, prompts in one order of four,
+        0.928 of the best fixed choice against 0.983 with the draft model (docs/BENCHMARKS.md)."""
         if cost is not None and not self._started and cost.lookup_alone is not None:
             self.lookup_alone = cost.lookup_alone
         self._started = True
         if best is None:
             return False
-        line = DRAFT_MODEL_MIN_BEST * (DRAFT_MODEL_RETURN if self.lookup_alone else 1.0)
+        held = self.lookup_alone and not self._provisional
+        line = DRAFT_MODEL_MIN_BEST * (DRAFT_MODEL_RETURN if held else 1.0)
         self.lookup_alone = best < line
+        self._provisional = provisional
         if cost is not None:
             cost.lookup_alone = self.lookup_alone
         return self.lookup_alone
@@ -1005,7 +1017,8 @@ def plan_drafting(cost: CostModel, choice: DrafterChoice, source: str,
     (``variant.model_look``), where a hold's look could show it paying (``hold_can_pass``). A reply that
     starts with the draft model drafts by lookup during its pauses only with ``variant.lookup_in_pause``."""
     best = draft_model_best_case(cost, source, variant.learnt_curve)
-    if choice.choose_lookup(best, cost if variant.keep_choice else None):
+    provisional = variant.provisional_choice and not cost.sure_known(source)
+    if choice.choose_lookup(best, cost if variant.keep_choice else None, provisional):
         assert best is not None
         return ReplyDrafting(True, variant.model_look and hold_can_pass(cost, source), best)
     return ReplyDrafting(False, variant.lookup_in_pause, best)

@@ -190,7 +190,7 @@ class CostModel:
             return None
         cal = self.calibration_for(source)
         q = cal.q(0.99)
-        if cal.seen(0.99) < SURE_EVIDENCE:
+        if not self.sure_known(source):
             q = min(q, SURE_ACCEPTANCE)
         best, expected = 0.0, 1.0
         for k in range(1, DRAFT_TOKENS_MAX + 1):
@@ -199,6 +199,12 @@ class CostModel:
             assert tv is not None
             best = max(best, expected * t1 / (k * per_token + tv))
         return best
+
+    def sure_known(self, source: str) -> bool:
+        """Whether the drafter's surest tokens have been judged often enough (``SURE_EVIDENCE``) for
+        their own acceptance to price them; until then ``best_case_gain`` caps it at ``SURE_ACCEPTANCE``,
+        and the best case is a first estimate, lower than the one the evidence will give."""
+        return self.calibration_for(source).seen(0.99) >= SURE_EVIDENCE
 
     def new_conversation(self) -> int:
         self._conversations += 1

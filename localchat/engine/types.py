@@ -187,6 +187,11 @@ class AdaptiveVariant:
     # verification costs more than its tokens are likely to earn (``CostStopRule.plan_lookup``); False:
     # kept whole at lookup's own length, as before (``adaptive-freelookup``).
     plan_lookup: bool = True
+    # A choice of lookup alone made on a first estimate of the draft model's best case (its surest tokens
+    # not yet judged often enough) is made afresh at the line by the next reply, not held to the higher
+    # line of the way back (``adaptive.DrafterChoice``); False: held as any choice, as before
+    # (``adaptive-lockfirst``).
+    provisional_choice: bool = True
 
     def __post_init__(self) -> None:
         if self.early not in get_args(EarlyPause):

@@ -41,6 +41,7 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     ("adaptive-alwayslook", {"sure_look": False}),  # a pause looks back whatever the target's confidence
     ("adaptive-rechoose", {"keep_choice": False}),  # a saved profile's choice of drafter not kept
     ("adaptive-freelookup", {"plan_lookup": False}),  # a lookup draft beside the model kept whole
+    ("adaptive-lockfirst", {"provisional_choice": False}),  # a first estimate's choice held as any
 ])
 def test_an_adaptive_variant_is_adaptive_with_one_setting_of_its_version_changed(
     mode: str, fields: dict[str, object]

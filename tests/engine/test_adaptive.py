@@ -918,6 +918,38 @@ def test_the_draft_model_comes_back_from_lookup_only_clearly_over_the_line() -> 
     assert choice.choose_lookup(line - 0.05)
 
 
+def test_lookup_chosen_on_a_first_estimate_gives_way_at_the_line_not_over_it() -> None:
+    """Before the drafter's surest tokens are judged often enough, its best case prices them at
+    SURE_ACCEPTANCE: a first estimate, lower than the one the evidence gives. A choice of lookup made on
+    it is made afresh at the line; one made on a measured best case holds to the way back's line."""
+    from localchat.engine.adaptive import DRAFT_MODEL_MIN_BEST, DRAFT_MODEL_RETURN, DrafterChoice
+
+    line, back = DRAFT_MODEL_MIN_BEST, DRAFT_MODEL_MIN_BEST * DRAFT_MODEL_RETURN
+    first = DrafterChoice()
+    assert first.choose_lookup(line - 0.05, provisional=True)
+    assert not first.choose_lookup(back - 0.05)  # measured now, over the line: the draft model
+    measured = DrafterChoice()
+    assert measured.choose_lookup(line - 0.05)
+    assert measured.choose_lookup(back - 0.05)  # held to the way back's line
+    assert measured.choose_lookup(line - 0.05, provisional=True)  # still under the line: lookup
+    assert not measured.choose_lookup(line + 0.05)  # and that choice was a first estimate's
+
+
+def test_a_best_case_is_a_first_estimate_until_the_surest_tokens_are_judged() -> None:
+    from localchat.engine.costs import SURE_EVIDENCE
+
+    cost = calibrated(F16_CURVE)
+    cost.draft_token_s["draft"] = 0.004
+    cal = cost.calibration_for("draft")
+    assert not cost.sure_known("draft")
+    first = cost.best_case_gain("draft")
+    for _ in range(SURE_EVIDENCE):
+        cal.observe_one(0.99, 1.0)
+    assert cost.sure_known("draft")
+    later = cost.best_case_gain("draft")
+    assert first is not None and later is not None and later > first
+
+
 def test_the_drafter_is_timed_per_pass_not_per_token() -> None:
     """A draft whose first token came out of a catch-up batch (after a draft accepted whole) made one
     pass fewer than it has tokens: timed per token, a one-token draft so made timed the drafter as free,
