@@ -120,7 +120,7 @@ class DrafterChoice:
         and this one is kept there for the next profile. ``provisional``: ``best`` is a first estimate
         (the surest tokens priced at ``SURE_ACCEPTANCE`` for want of evidence), so a choice of lookup
         made on it does not hold the draft model to the higher line that a measured one does. Before
-        the evidence, every Q8_0 curve replayed gave 1.31-1.42x, around the line; after it 1.55-1.95x.
+        the evidence, four of five Q8_0 curves replayed gave 1.31-1.42x, around the line; after it 1.55-1.68x.
         Held to the higher line (1.61x), a first estimate under it kept lookup alone for good where the
         draft model paid: the Xeon's Q8_0 target with the F16 drafter, prompts in one order of four,
         0.928 of the best fixed choice against 0.983 with the draft model (docs/BENCHMARKS.md)."""
