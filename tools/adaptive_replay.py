@@ -581,10 +581,9 @@ def ordered(replies: list[Recorded], seed: int) -> list[Recorded]:
     """The replies in the order a run answers them: as recorded (``seed`` 0, categories one after another),
     or shuffled by ``seed``. What a policy learns on one reply (its calibration, the costs, the verdicts)
     carries to the next, so one order is one sample of a policy's figures, not the figures."""
-    if seed == 0:
-        return list(replies)
     out = list(replies)
-    random.Random(seed).shuffle(out)
+    if seed:
+        random.Random(seed).shuffle(out)
     return out
 
 
