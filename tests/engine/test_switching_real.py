@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from localchat.engine.adaptive import HOLD_TOKENS, SwitchingPolicy
+from localchat.engine.adaptive import HOLD_TOKENS, DrafterChoice, SwitchingPolicy
 from localchat.engine.backend import Context
+from localchat.engine.costs import CostModel
 from localchat.engine.engine import Engine
 from localchat.engine.types import (
     AdaptiveVariant,
@@ -55,7 +56,16 @@ class Clock:
 
 def _install(eng: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     charge_passes(monkeypatch, Clock(eng.target))
-    # This machine's costs as a calibration at load would have measured them.
+    _costs(eng)
+
+
+def _costs(eng: Engine) -> None:
+    """This machine's costs as a calibration at load would have measured them, nothing else learnt yet:
+    a new engine's first reply on it (its drafter's surest tokens not yet judged, the best case a first
+    estimate, about 1.34x)."""
+    eng.cost = CostModel()
+    eng.drafter_choice = DrafterChoice()
+    eng._policies.clear()
     assert eng.model_drafter is not None
     for size, ms in TARGET_MS.items():
         eng.cost.observe_verify(size, ms / 1000)
@@ -100,6 +110,13 @@ def test_a_reply_starts_with_lookup_and_the_draft_model_takes_over_where_it_pays
                       if session == "count" and p.source == name)
         assert policy.acceptance() is not None  # it drafts on the look's verdicts too
 
+        # The count's drafts judged the drafter's surest tokens: the best case is now measured (about
+        # 1.54x), over the line, and the next reply starts with the draft model (DrafterChoice: the
+        # choice of lookup was made on a first estimate). The replies below are each a new engine's first.
+        assert eng.cost.sure_known(name)
+        assert not eng.speculation_state(adaptive).reason
+        _costs(eng)
+
         # Code the drafter guesses less well: the draft model looks, and lookup drafts on.
         plain_code, _, _ = _reply(eng, SpeculationConfig(enabled=False), "plain", CODE)
         text, events, passes = _reply(eng, adaptive, "code", CODE)
@@ -108,6 +125,7 @@ def test_a_reply_starts_with_lookup_and_the_draft_model_takes_over_where_it_pays
         assert events[-1].speculation.drafter == "n-gram"
 
         # Kept to lookup alone, as before: no drafter pass at all, the same text.
+        _costs(eng)
         before = SpeculationConfig(drafter=DrafterKind.AUTO, draft_tokens=4, adaptive=True,
                                    adaptive_variant=AdaptiveVariant(model_look=False))
         text, events, passes = _reply(eng, before, "lookup")
