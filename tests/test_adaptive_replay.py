@@ -146,7 +146,7 @@ def test_an_adaptive_arm_can_name_its_drafter_for_every_reply(
     curve = {"verify_ms": {n: 10.0 + slope * 10 * (n - 1) for n in range(1, 18)},
              "draft_ms": {b: 2.0 * b for b in range(1, 65)}}
     drafted = {}
-    for arm in ("adaptive", "adaptive/model", "adaptive/lookup", "adaptive-lookuponly"):
+    for arm in ("adaptive", "adaptive/model", "adaptive/lookup", "adaptive/first", "adaptive-lookuponly"):
         clock = replay.Clock()
         monkeypatch.setattr(time, "perf_counter", clock)
         pipe = replay.Pipeline(arm, curve, [1, 2, 4, 8, 16], 1000, {7}, clock)
@@ -155,11 +155,14 @@ def test_an_adaptive_arm_can_name_its_drafter_for_every_reply(
         monkeypatch.undo()
         assert out == r.reply and accepted == drafted[arm]
     assert drafted["adaptive/model"] > 40 and drafted["adaptive/lookup"] == 0
+    # adaptive/first starts every reply as the steep curve's engine does, whatever the curve: lookup,
+    # then the draft model after the hold.
+    assert 0 < drafted["adaptive/first"] <= 60 - HOLD_TOKENS
     if slope < 0.5:
         assert drafted["adaptive"] == drafted["adaptive-lookuponly"] == drafted["adaptive/model"]
     else:
         assert drafted["adaptive-lookuponly"] == 0
-        assert 0 < drafted["adaptive"] <= 60 - HOLD_TOKENS
+        assert drafted["adaptive"] == drafted["adaptive/first"]
     with pytest.raises(SystemExit, match="must be one of"):
         replay.Pipeline("adaptive/neither", curve, [1], 1000, {7}, replay.Clock())
 

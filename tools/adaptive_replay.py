@@ -26,17 +26,18 @@ after reply), as ``localchat bench --fresh`` runs them; with ``--saved``, from t
 (engine/profile.py) that a first run over the same prompts leaves, as a later process loads it.
 ``--order SEED`` answers the prompts shuffled (the recorded order is category by category): what a
 policy learns on one reply carries to the next, so a category's figure moves with what came before it.
-Printed per prompt and category: each policy's speed over plain decoding on the curve, the best
-fixed length per prompt in hindsight, and adaptive / best fixed. ``--curve`` replays on another
-recording's curve (another thread count or machine): the text is this recording's, the costs that
-curve's. An adaptive mode written ``adaptive/model`` or ``adaptive/lookup`` drafts with that drafter for
-every reply instead of the engine's choice (``DrafterChoice``); with both, ``adaptive/either`` is the
-faster of the two per reply, a choice made in hindsight. ``--bound`` adds the hindsight bound
-(``Hindsight``): the fastest any policy drafting with the draft model could have been, knowing where
-the drafter is right. ``--positions`` adds, for each adaptive mode, the stop rule's predicted chance
-of acceptance by draft position against the share of those tokens accepted (``positions_table``);
-``--losses`` where each adaptive mode's time went against plain decoding, by kind of step
-(``losses_table``).
+Printed per prompt and category: each policy's speed over plain decoding on the curve, the best fixed
+length per prompt in hindsight, and adaptive / best fixed. ``--curve`` replays on another recording's
+curve (another thread count or machine): the text is this recording's, the costs that curve's. An
+adaptive mode written ``adaptive/model`` or ``adaptive/lookup`` drafts with that drafter for every reply
+instead of the engine's choice (``DrafterChoice``), and ``adaptive/first`` starts every reply as the
+engine does where it chose lookup alone (the draft model may take over within it); with the first two,
+``adaptive/either`` is the faster of the two per reply, a choice made in hindsight. ``--bound`` adds the
+hindsight bound (``Hindsight``): the fastest any policy drafting with the draft model could have been,
+knowing where the drafter is right. ``--positions`` adds, for each adaptive mode, the stop rule's
+predicted chance of acceptance by draft position against the share of those tokens accepted
+(``positions_table``); ``--losses`` where each adaptive mode's time went against plain decoding, by kind
+of step (``losses_table``).
 ``--switch N,H,M`` adds ``adaptive/switch``, the study that preceded the engine's ``SwitchingPolicy``
 (``Switch``): where the engine chose lookup alone for a reply, the draft model takes over after N tokens
 if the drafter's answers over them show drafting paying by M and H tokens of that gain pay its
@@ -343,8 +344,10 @@ class Recorded:
 
 
 # An adaptive arm's drafter after a '/': "" the engine's choice per reply (``DrafterChoice``), "model" the
-# draft model (with lookup, ``CombinedDrafter``) for every reply, "lookup" lookup alone for every reply.
-DRAFTERS = ("", "model", "lookup")
+# draft model (with lookup, ``CombinedDrafter``) for every reply, "lookup" lookup alone for every reply,
+# "first" every reply as the engine starts one where it chose lookup alone: lookup first, the draft model
+# taking over within the reply where its look back pays (``SwitchingPolicy``, where ``hold_can_pass``).
+DRAFTERS = ("", "model", "lookup", "first")
 EITHER = "adaptive/either"  # per reply the faster of adaptive/model and adaptive/lookup (chosen in hindsight)
 
 
@@ -403,6 +406,7 @@ class Pipeline:
             DraftPolicy,
             FixedPolicy,
             SwitchingPolicy,
+            hold_can_pass,
             plan_drafting,
         )
         from localchat.engine.draft_sources import SwitchingDrafter
@@ -429,6 +433,8 @@ class Pipeline:
                 if self.drafter == "":  # the engine's choice (``Engine._choose_drafter``)
                     plan = plan_drafting(self.cost, self.choice, "draft", variant)
                     lookup, switching = plan.lookup_first, plan.switching
+                elif self.drafter == "first":
+                    lookup, switching = True, hold_can_pass(self.cost, "draft")
                 else:
                     lookup, switching = self.drafter == "lookup", False
                 if switching:
@@ -825,7 +831,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--fixed", default="1,2,3,4,5,6,7,8")
     p.add_argument("--adaptive", default="adaptive",
                    help="adaptive modes, each maybe with '/model' or '/lookup': that drafter for every reply "
-                        "instead of the engine's choice (with both: adaptive/either, the faster per reply)")
+                        "instead of the engine's choice (with both: adaptive/either, the faster per reply), "
+                        "or '/first': every reply starts with lookup alone and the draft model may take over")
     p.add_argument("--only", help="categories to replay (comma-separated)")
     p.add_argument("--limit", type=int, default=0, help="the first N prompts per category (0: all)")
     p.add_argument("--order", type=int, default=0, metavar="SEED",
