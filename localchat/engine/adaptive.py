@@ -812,7 +812,7 @@ class AdaptivePolicy:
         Each step drafts at most as many tokens as pays best on this curve (``capped_look``: the best
         of every cap from 1 to ``max_len``), as the stop rule, which prices each token on the curve,
         stops where verifying one more costs more than it earns. Drafted up to ``max_len`` on a steep
-        curve (a Q8_0 target on a Zen 4 core: 16 tokens cost 5.2 plain steps), code the drafter guessed
+        curve (a Q8_0 target on a Zen 4 core: 16 tokens cost 8 plain steps), code the drafter guessed
         21 times in 23 looked worth 0.84x plain; capped, 1.16x."""
         t1 = self.cost.t_verify(1)
         look_s = self.cost.draft_token_s.get(self.source)
