@@ -60,8 +60,6 @@ ADAPTIVE_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive-freelookup": {"plan_lookup": False},
     # A choice of lookup alone made on a first estimate of the draft model's best case is held as any other.
     "adaptive-lockfirst": {"provisional_choice": False},
-    # A look back prices every confident token up to the longest draft, not capped where it pays, as before.
-    "adaptive-uncappedlook": {"capped_look": False},
 }
 # A mode name may end in one of these: fast-forward of grammar-forced tokens on or off.
 FAST_FORWARD_SUFFIXES = {"+ff": True, "-ff": False}

@@ -358,9 +358,6 @@ class AdaptivePolicy:
     later: bool = False
     # A lookup draft beside the draft model is planned on the costs (``CostStopRule.plan_lookup``).
     plan_lookup: bool = True
-    # A look back prices each step's draft at the length that pays best on the curve (``_looked_gain``);
-    # False: every confident token up to ``max_len``, as before (``AdaptiveVariant.capped_look``).
-    capped_look: bool = True
     # Opt-in record of every decision (engine/decision_trace.py); None: nothing is kept.
     trace: DecisionTrace | None = None
 
@@ -431,8 +428,7 @@ class AdaptivePolicy:
         return cls(cost, floor=variant.floor, probe=not before, charge_catch_up=not before,
                    listen=variant.listen, sticky_skip=variant.sticky_skip, early_pause=variant.early,
                    look_back=variant.look_back and not before, later=variant.later,
-                   sure_look=variant.sure_look, plan_lookup=variant.plan_lookup,
-                   capped_look=variant.capped_look, **kwargs)
+                   sure_look=variant.sure_look, plan_lookup=variant.plan_lookup, **kwargs)
 
     def __post_init__(self) -> None:
         self._calibration = ConversationCalibration(self.cost.calibration_for(self.source), later=self.later)
@@ -804,29 +800,18 @@ class AdaptivePolicy:
     def _looked_gain(self, looked: Sequence[tuple[float, bool]]) -> float:
         """The speed-up over plain decoding that drafting the drafter's confident tokens would have
         had over the looked-back positions, step by step on the measured costs: from each step's
-        start, the tokens on at least ``floor_p_min`` confidence, accepted while the drafter's choices
-        were the text; every step pays one look at least. What the stop rule earns on chat, where the
-        drafter is sure of some tokens and not of others, and a fixed length does not; 1.0 where a
-        cost is unknown.
-
-        Each step drafts at most as many tokens as pays best on this curve (``capped_look``: the best
-        of every cap from 1 to ``max_len``), as the stop rule, which prices each token on the curve,
-        stops where verifying one more costs more than it earns. Drafted up to ``max_len`` on a steep
-        curve (a Q8_0 target on a Zen 4 core: 16 tokens cost 8 plain steps), code the drafter guessed
-        21 times in 23 looked worth 0.84x plain; capped, 1.16x."""
+        start, the tokens on at least ``floor_p_min`` confidence (up to ``max_len``), accepted while
+        the drafter's choices were the text; every step pays one look at least. What the stop rule
+        earns on chat, where the drafter is sure of some tokens and not of others, and a fixed length
+        does not; 1.0 where a cost is unknown."""
         t1 = self.cost.t_verify(1)
         look_s = self.cost.draft_token_s.get(self.source)
         if t1 is None or look_s is None:
             return 1.0
-        caps = range(1, self.max_len + 1) if self.capped_look else (self.max_len,)
-        return max(self._looked_at(looked, cap, t1, look_s) for cap in caps)
-
-    def _looked_at(self, looked: Sequence[tuple[float, bool]], cap: int, t1: float, look_s: float) -> float:
-        """``_looked_gain`` for steps of at most ``cap`` tokens."""
         tokens, seconds, i, n = 0, 0.0, 0, len(looked)
         while i < n:
             k = 0
-            while i + k < n and k < cap and looked[i + k][0] >= self.floor_p_min:
+            while i + k < n and k < self.max_len and looked[i + k][0] >= self.floor_p_min:
                 k += 1
             accepted = 0
             while accepted < k and looked[i + accepted][1]:

@@ -192,10 +192,6 @@ class AdaptiveVariant:
     # line of the way back (``adaptive.DrafterChoice``); False: held as any choice, as before
     # (``adaptive-lockfirst``).
     provisional_choice: bool = True
-    # A look back (a pause's or a hold's) prices each step's draft at the length that pays best on the
-    # measured curve, as the stop rule drafts (``AdaptivePolicy._looked_gain``); False: every confident
-    # token up to the longest draft, as before (``adaptive-uncappedlook``).
-    capped_look: bool = True
 
     def __post_init__(self) -> None:
         if self.early not in get_args(EarlyPause):

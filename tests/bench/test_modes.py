@@ -42,7 +42,6 @@ def test_an_unknown_bench_mode_is_refused_with_the_shared_sentence() -> None:
     ("adaptive-rechoose", {"keep_choice": False}),  # a saved profile's choice of drafter not kept
     ("adaptive-freelookup", {"plan_lookup": False}),  # a lookup draft beside the model kept whole
     ("adaptive-lockfirst", {"provisional_choice": False}),  # a first estimate's choice held as any
-    ("adaptive-uncappedlook", {"capped_look": False}),  # a look back drafts every confident token
 ])
 def test_an_adaptive_variant_is_adaptive_with_one_setting_of_its_version_changed(
     mode: str, fields: dict[str, object]
@@ -68,8 +67,6 @@ def test_each_variant_builds_the_policy_it_names() -> None:
     assert not AdaptivePolicy.for_variant(AdaptiveVariant(look_back=False), cost).look_back
     assert AdaptivePolicy.for_variant(AdaptiveVariant(), cost).sure_look
     assert not AdaptivePolicy.for_variant(AdaptiveVariant(sure_look=False), cost).sure_look
-    assert AdaptivePolicy.for_variant(AdaptiveVariant(), cost).capped_look
-    assert not AdaptivePolicy.for_variant(AdaptiveVariant(capped_look=False), cost).capped_look
 
 
 def test_an_unknown_early_pause_rule_is_refused() -> None:

@@ -17,12 +17,6 @@ F16_CURVE = {1: 60.0, 2: 94.0, 4: 111.0, 8: 159.0, 16: 219.0}
 DRAFTER_MS = 15.6
 
 
-# A steep curve: the rebuilt Zen 4 EPYC table's Q8_0 target with 2 threads at the sizes a calibration
-# measures (tools/recordings/zen4-rebuilt/curve-q8_t2.json): two tokens cost 1.65x one, sixteen 5.2x.
-ZEN4_Q8_CURVE = {1: 68.0, 2: 112.2, 4: 130.56, 8: 244.12, 16: 356.124}
-ZEN4_Q8_DRAFTER_MS = 22.44
-
-
 def calibrated(curve: dict[int, float], drafter_ms: float = DRAFTER_MS, source: str = "draft") -> CostModel:
     cost = CostModel()
     for size, ms in curve.items():
